@@ -1,0 +1,764 @@
+#!/usr/bin/env python3
+# Copyright (c) gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""STAND-IN for an SGLang HTTP server (``python -m sglang.launch_server``). Not SGLang.
+
+What it stands in for: the HTTP API of an SGLang server (0.5.x), as documented in FACTS.md §3,
+so the sglang_server role and the throughput_gate module can be tested on a machine without a GPU.
+No model runs here: tokens are synthetic and produced at a configurable aggregate rate.
+
+Real formats it follows:
+- ``GET /health``, ``/health_generate``: 200 once ready, 503 while "starting" (JIT + autotune).
+- ``GET /ready``: the same readiness (0.5.23).
+- ``GET /server_info`` (and deprecated ``/get_server_info``): the server args it was started with,
+  keys = flag names with dashes turned to underscores, plus ``version``, ``model_path``, ``host``,
+  ``port``.
+- ``GET /model_info``, ``GET /v1/models``.
+- ``POST /generate``: ``text`` or ``input_ids``; ``sampling_params`` {``max_new_tokens`` (default 128),
+  ``ignore_eos`` (default false), ...}; ``stream``. Response ``{"text", "output_ids", "meta_info":
+  {"id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency"}}``.
+  Streaming: ``data: {json}\\n\\n`` events, then ``data: [DONE]\\n\\n``, sent with
+  ``Transfer-Encoding: chunked`` (as uvicorn does). Text and ids are cumulative by default, deltas
+  with ``--incremental-streaming-output``; ``completion_tokens`` is always a running total.
+  ``--stream-interval N`` sends an event every N tokens (and for the first and the last token).
+  Stale intermediate events are coalesced for a slow client (its socket buffer is full): the next
+  event carries everything since the last one sent, so events are not tokens.
+- ``POST /v1/completions``: OpenAI chunks with text deltas; with ``stream_options.include_usage`` a
+  last chunk with ``choices: []`` and ``usage``; ``stream_options.continuous_usage_stats`` adds usage
+  to every chunk. Then ``data: [DONE]``.
+- ``GET /metrics`` (only with ``--enable-metrics``, as in SGLang): Prometheus text with
+  ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total``, ``sglang:gen_throughput``,
+  ``sglang:num_running_reqs``.
+- ``--api-key K``: requests need ``Authorization: Bearer K`` (401 otherwise); ``/health*``,
+  ``/ready`` and ``/metrics`` are exempt.
+- Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
+  request errors as ``{"error": {"message": ...}}`` with a 4xx/5xx status.
+
+Usage:
+    python3 sglang_api.py --model-path M [--host 127.0.0.1] [--port 30000] [any other --flag [value]]
+Any ``--flag value`` is accepted (a ``--x`` followed by a token that does not start with ``--`` takes
+it as its value; otherwise it is a boolean true). ``--port 0`` picks a free port; the bound port is
+printed on stdout as ``STANDIN_LISTENING <host> <port>`` and ``--port-file PATH`` writes it to PATH.
+
+Knobs (environment):
+    STANDIN_STARTUP_DELAY_S   seconds of simulated JIT + autotune before readiness turns 200 (default 0)
+    STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
+                              decoding: each step gives every running request one token and lasts
+                              running/rate seconds; 0 = as fast as possible (default 0)
+    STANDIN_SGLANG_VERSION    version reported by /server_info (default 0.5.23)
+    STANDIN_MAX_RUNNING       cap of concurrently decoding requests, the rest wait (default: flag
+                              --max-running-requests, else unlimited)
+    STANDIN_EOS_AFTER         without ignore_eos, stop after this many tokens with finish_reason
+                              "stop" (default 0 = never)
+    STANDIN_FAULT             injected fault for generation requests, one of:
+                              http500           respond 500 with an error body
+                              midstream_error   an error event after a few tokens, then [DONE]
+                              malformed_sse     a broken JSON event after a few tokens
+                              short_tokens      finish (reason "length") at half of max_new_tokens
+                              drop_connection   close the socket after a few tokens
+    STANDIN_FAULT_EVERY       apply the fault to every N-th generation request (default 1 = all)
+    STANDIN_FAULT_AFTER       only to requests after the first N generation requests (default 0)
+    STANDIN_FAULT_COUNT       apply the fault at most N times (default 0 = no limit)
+
+SIGTERM and SIGINT stop it cleanly (exit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_FAULTS = ("http500", "midstream_error", "malformed_sse", "short_tokens", "drop_connection")
+_MIDSTREAM_FAULTS = ("midstream_error", "malformed_sse", "drop_connection")
+_VOCAB = 97
+_PIECES = [f" w{i}" for i in range(_VOCAB)]
+_PIECES_B = [p.encode() for p in _PIECES]
+_IDS_B = [str(1000 + i).encode() for i in range(_VOCAB)]
+_COALESCE_HIGH_WATER = 256 * 1024
+
+
+def parse_flags(argv: list[str]) -> dict[str, object]:
+    """Parse ``--flag [value]`` pairs; keys with dashes turned to underscores."""
+    flags: dict[str, object] = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("--") or len(tok) == 2:
+            raise SystemExit(f"sglang_api stand-in: unexpected argument {tok!r}; expected --flag [value]")
+        name, eq, inline = tok[2:].partition("=")
+        key = name.replace("-", "_")
+        if eq:
+            flags[key] = inline
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            flags[key] = argv[i + 1]
+            i += 2
+        else:
+            flags[key] = True
+            i += 1
+    return flags
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"sglang_api stand-in: {name}={raw!r} is not a number") from None
+    if value < 0:
+        raise SystemExit(f"sglang_api stand-in: {name}={raw!r} must be >= 0")
+    return value
+
+
+def _json_bytes(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class Config:
+    def __init__(self, flags: dict[str, object]) -> None:
+        self.flags = flags
+        if not isinstance(flags.get("model_path"), str):
+            raise SystemExit("sglang_api stand-in: --model-path M is required")
+        self.model_path = str(flags["model_path"])
+        self.host = str(flags.get("host", "127.0.0.1"))
+        try:
+            self.port = int(str(flags.get("port", 30000)))
+        except ValueError:
+            raise SystemExit(f"sglang_api stand-in: --port {flags.get('port')!r} is not an integer") from None
+        self.api_key = flags.get("api_key") if isinstance(flags.get("api_key"), str) else None
+        self.incremental = bool(flags.get("incremental_streaming_output"))
+        try:
+            self.stream_interval = max(1, int(str(flags.get("stream_interval", 1))))
+        except ValueError:
+            raise SystemExit("sglang_api stand-in: --stream-interval must be an integer") from None
+        self.enable_metrics = bool(flags.get("enable_metrics"))
+        self.served_model_name = str(flags.get("served_model_name", self.model_path))
+        self.version = os.environ.get("STANDIN_SGLANG_VERSION", "0.5.23")
+        self.startup_delay = _env_float("STANDIN_STARTUP_DELAY_S", 0.0)
+        self.rate = _env_float("STANDIN_TOKENS_PER_S", 0.0)
+        max_running = os.environ.get("STANDIN_MAX_RUNNING") or flags.get("max_running_requests") or 0
+        try:
+            self.max_running = int(str(max_running))
+        except ValueError:
+            raise SystemExit(f"sglang_api stand-in: max running {max_running!r} is not an integer") from None
+        self.eos_after = int(_env_float("STANDIN_EOS_AFTER", 0))
+        self.fault = os.environ.get("STANDIN_FAULT", "")
+        if self.fault and self.fault not in _FAULTS:
+            raise SystemExit(f"sglang_api stand-in: STANDIN_FAULT={self.fault!r}; expected one of {', '.join(_FAULTS)}")
+        self.fault_every = max(1, int(_env_float("STANDIN_FAULT_EVERY", 1)))
+        self.fault_after = int(_env_float("STANDIN_FAULT_AFTER", 0))
+        self.fault_count = int(_env_float("STANDIN_FAULT_COUNT", 0))
+
+
+class Request:
+    """One generation request being decoded."""
+
+    __slots__ = (
+        "api",
+        "completion_id",
+        "continuous_usage",
+        "created",
+        "done",
+        "fault",
+        "include_usage",
+        "k",
+        "max_new",
+        "prompt_tokens",
+        "proto",
+        "rid",
+        "sent_k",
+        "start",
+        "stop_at",
+        "stream",
+    )
+
+    def __init__(
+        self, proto: HTTPProtocol, rid: str, api: str, *, prompt_tokens: int, max_new: int, stream: bool
+    ) -> None:
+        self.proto = proto
+        self.rid = rid
+        self.api = api
+        self.prompt_tokens = prompt_tokens
+        self.max_new = max_new
+        self.stop_at = max_new
+        self.stream = stream
+        self.k = 0
+        self.sent_k = 0
+        self.start = time.time()
+        self.done = False
+        self.fault = ""
+        self.include_usage = False
+        self.continuous_usage = False
+        self.completion_id = ""
+        self.created = int(self.start)
+
+
+def _text(a: int, b: int) -> str:
+    return "".join(_PIECES[i % _VOCAB] for i in range(a, b))
+
+
+def _ids(a: int, b: int) -> list[int]:
+    return [1000 + i % _VOCAB for i in range(a, b)]
+
+
+class Engine:
+    """Decodes all running requests in lock-step at an aggregate token rate."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.running: list[Request] = []
+        self.waiting: list[Request] = []
+        self.wake = asyncio.Event()
+        self.ready_at = time.monotonic() + cfg.startup_delay
+        self.generation_tokens_total = 0
+        self.prompt_tokens_total = 0
+        self.requests_seen = 0
+        self.faults_applied = 0
+        self.recent: list[tuple[float, int]] = []
+        self.next_rid = 0
+
+    def ready(self) -> bool:
+        return time.monotonic() >= self.ready_at
+
+    def pick_fault(self) -> str:
+        cfg = self.cfg
+        self.requests_seen += 1
+        n = self.requests_seen - cfg.fault_after
+        if not cfg.fault or n <= 0 or n % cfg.fault_every != 0:
+            return ""
+        if cfg.fault_count and self.faults_applied >= cfg.fault_count:
+            return ""
+        self.faults_applied += 1
+        return cfg.fault
+
+    def submit(self, req: Request) -> None:
+        self.prompt_tokens_total += req.prompt_tokens
+        self.waiting.append(req)
+        self.wake.set()
+
+    async def run(self) -> None:
+        cfg = self.cfg
+        next_t = 0.0
+        while True:
+            if not self.ready():
+                await asyncio.sleep(max(0.0, self.ready_at - time.monotonic()))
+                continue
+            if self.waiting:
+                room = len(self.waiting) if cfg.max_running <= 0 else max(0, cfg.max_running - len(self.running))
+                if room:
+                    self.running.extend(self.waiting[:room])
+                    del self.waiting[:room]
+            if not self.running:
+                self.wake.clear()
+                await self.wake.wait()
+                next_t = time.monotonic()
+                continue
+            running = self.running
+            n = len(running)
+            finished = False
+            for req in running:
+                if req.done:
+                    finished = True
+                    continue
+                req.k += 1
+                if req.k >= req.stop_at:
+                    req.done = True
+                    finished = True
+                    req.proto.finish(req)
+                elif req.stream and (req.k == 1 or req.k % cfg.stream_interval == 0):
+                    req.proto.progress(req)
+            self.generation_tokens_total += n
+            if finished:
+                self.running = [r for r in running if not r.done]
+            now = time.monotonic()
+            self.recent.append((now, self.generation_tokens_total))
+            if len(self.recent) > 4096:
+                del self.recent[:2048]
+            if cfg.rate > 0:
+                next_t += n / cfg.rate
+                delay = next_t - now
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                else:
+                    if delay < -0.25:
+                        next_t = now
+                    await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(0)
+
+    def gen_throughput(self) -> float:
+        now = time.monotonic()
+        window = [(t, c) for t, c in self.recent if now - t <= 5.0]
+        if len(window) < 2 or window[-1][0] <= window[0][0]:
+            return 0.0
+        return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+
+
+class HTTPProtocol(asyncio.Protocol):
+    """HTTP/1.1 with keep-alive; one request at a time per connection."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.busy = False
+        self.closed = False
+        self.current: Request | None = None
+        self.keep_alive = True
+
+    # -- connection -----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.conns.discard(self)
+        if self.current is not None:
+            self.current.done = True
+            self.current = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._try_request()
+
+    def _try_request(self) -> None:
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buf) > 65536:
+                self._respond(400, {"error": {"message": "request head too large"}}, close=True)
+            return
+        head = bytes(self.buf[:end]).decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3:
+            self._respond(400, {"error": {"message": f"bad request line {lines[0]!r}"}}, close=True)
+            return
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        try:
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            self._respond(400, {"error": {"message": "bad content-length"}}, close=True)
+            return
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            self._respond(400, {"error": {"message": "chunked request bodies are not supported"}}, close=True)
+            return
+        if len(self.buf) < end + 4 + length:
+            return
+        body = bytes(self.buf[end + 4 : end + 4 + length])
+        del self.buf[: end + 4 + length]
+        conn = headers.get("connection", "").lower()
+        self.keep_alive = not (conn == "close" or (version == "HTTP/1.0" and conn != "keep-alive"))
+        self.busy = True
+        path = target.split("?", 1)[0]
+        try:
+            self.server.route(self, method, path, headers, body)
+        except Exception as exc:  # a stand-in bug must show up as a 500, not kill the server
+            self._respond(500, {"error": {"message": f"stand-in internal error: {exc!r}"}})
+
+    def _done(self, close: bool = False) -> None:
+        self.busy = False
+        self.current = None
+        if close or not self.keep_alive:
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if self.buf:
+            self._try_request()
+
+    # -- responses ------------------------------------------------------------------------
+    def _respond(self, status: int, body: object, close: bool = False, ctype: str = "application/json") -> None:
+        payload = body if isinstance(body, bytes) else _json_bytes(body)
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+            f"content-type: {ctype}\r\ncontent-length: {len(payload)}\r\n"
+            f"{'connection: close' if close or not self.keep_alive else 'connection: keep-alive'}\r\n\r\n"
+        )
+        if self.transport is not None and not self.closed:
+            self.transport.write(head.encode() + payload)
+        self._done(close)
+
+    def _start_stream(self) -> None:
+        assert self.transport is not None
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
+            + (b"connection: keep-alive\r\n\r\n" if self.keep_alive else b"connection: close\r\n\r\n")
+        )
+
+    def _chunk(self, payload: bytes) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))
+
+    def _end_stream(self) -> None:
+        self._chunk(b"data: [DONE]\n\n")
+        if self.transport is not None and not self.closed:
+            self.transport.write(b"0\r\n\r\n")
+        self._done()
+
+    # -- generation callbacks from the engine ---------------------------------------------
+    def progress(self, req: Request) -> None:
+        if self.closed:
+            req.done = True
+            return
+        assert self.transport is not None
+        if req.fault in _MIDSTREAM_FAULTS and req.k >= 3:
+            self._apply_midstream_fault(req)
+            return
+        if self.transport.get_write_buffer_size() > _COALESCE_HIGH_WATER:
+            return  # slow client: coalesce, the next event carries these tokens
+        self._chunk(self._event(req, final=False))
+        req.sent_k = req.k
+
+    def finish(self, req: Request) -> None:
+        if self.closed:
+            return
+        if req.fault in _MIDSTREAM_FAULTS:
+            self._apply_midstream_fault(req)
+            return
+        if not req.stream:
+            self._respond(200, self._final_object(req))
+            return
+        self._chunk(self._event(req, final=True))
+        if req.api == "openai" and req.include_usage:
+            usage = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.k}
+            usage["completion_tokens"] = req.k
+            chunk = {
+                "id": req.completion_id,
+                "object": "text_completion",
+                "created": req.created,
+                "model": self.server.cfg.served_model_name,
+                "choices": [],
+                "usage": usage,
+            }
+            self._chunk(b"data: " + _json_bytes(chunk) + b"\n\n")
+        self._end_stream()
+
+    def _apply_midstream_fault(self, req: Request) -> None:
+        req.done = True
+        fault = req.fault
+        if fault == "drop_connection":
+            assert self.transport is not None
+            self.transport.abort()
+            return
+        if not req.stream:
+            self._respond(500, {"error": {"message": f"injected fault {fault}"}})
+            return
+        if fault == "malformed_sse":
+            self._chunk(b'data: {"text": "w1 w2", "meta_info": {"completion_tokens": \n\n')
+        else:
+            msg = "stand-in injected fault: CUDA error: an illegal memory access was encountered"
+            self._chunk(b"data: " + _json_bytes({"error": {"message": msg}}) + b"\n\n")
+        self._end_stream()
+
+    def _finish_reason(self, req: Request) -> dict[str, object]:
+        if req.k < req.max_new and req.fault != "short_tokens":
+            return {"type": "stop", "matched": 2}
+        return {"type": "length", "length": req.k}
+
+    def _event(self, req: Request, final: bool) -> bytes:
+        cfg = self.server.cfg
+        if req.api == "openai":
+            chunk: dict[str, object] = {
+                "id": req.completion_id,
+                "object": "text_completion",
+                "created": req.created,
+                "model": cfg.served_model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": _text(req.sent_k, req.k),
+                        "logprobs": None,
+                        "finish_reason": (self._finish_reason(req)["type"] if final else None),
+                        "matched_stop": None,
+                    }
+                ],
+                "usage": None,
+            }
+            if req.continuous_usage:
+                chunk["usage"] = {
+                    "prompt_tokens": req.prompt_tokens,
+                    "completion_tokens": req.k,
+                    "total_tokens": req.prompt_tokens + req.k,
+                }
+            return b"data: " + _json_bytes(chunk) + b"\n\n"
+        start = req.sent_k if cfg.incremental else 0
+        text = "".join(_PIECES[i % _VOCAB] for i in range(start, req.k))
+        ids = b",".join([_IDS_B[i % _VOCAB] for i in range(start, req.k)])
+        if final:
+            meta = _json_bytes(
+                {
+                    "id": req.rid,
+                    "finish_reason": self._finish_reason(req),
+                    "prompt_tokens": req.prompt_tokens,
+                    "completion_tokens": req.k,
+                    "cached_tokens": 0,
+                    "e2e_latency": round(time.time() - req.start, 6),
+                }
+            )
+        else:
+            meta = b'{"id":"%b","finish_reason":null,"prompt_tokens":%d,"completion_tokens":%d,"cached_tokens":0}' % (
+                req.rid.encode(),
+                req.prompt_tokens,
+                req.k,
+            )
+        return b'data: {"text":"%b","output_ids":[%b],"meta_info":%b}\n\n' % (text.encode(), ids, meta)
+
+    def _final_object(self, req: Request) -> dict[str, object]:
+        if req.api == "openai":
+            return {
+                "id": req.completion_id,
+                "object": "text_completion",
+                "created": req.created,
+                "model": self.server.cfg.served_model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": _text(0, req.k),
+                        "logprobs": None,
+                        "finish_reason": self._finish_reason(req)["type"],
+                        "matched_stop": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": req.prompt_tokens,
+                    "completion_tokens": req.k,
+                    "total_tokens": req.prompt_tokens + req.k,
+                },
+            }
+        return {
+            "text": _text(0, req.k),
+            "output_ids": _ids(0, req.k),
+            "meta_info": {
+                "id": req.rid,
+                "finish_reason": self._finish_reason(req),
+                "prompt_tokens": req.prompt_tokens,
+                "completion_tokens": req.k,
+                "cached_tokens": 0,
+                "e2e_latency": round(time.time() - req.start, 6),
+            },
+        }
+
+
+class Server:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.engine = Engine(cfg)
+        self.conns: set[HTTPProtocol] = set()
+
+    def server_info(self) -> dict[str, object]:
+        info: dict[str, object] = dict(self.cfg.flags)
+        info.pop("port_file", None)
+        if "api_key" in info:
+            info["api_key"] = "***"
+        info.update(
+            {
+                "version": self.cfg.version,
+                "model_path": self.cfg.model_path,
+                "host": self.cfg.host,
+                "port": self.cfg.port,
+            }
+        )
+        return info
+
+    def metrics(self) -> bytes:
+        e = self.engine
+        lines = [
+            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE sglang:generation_tokens_total counter",
+            f'sglang:generation_tokens_total{{model_name="{self.cfg.served_model_name}"}} '
+            f"{float(e.generation_tokens_total)}",
+            "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.",
+            "# TYPE sglang:prompt_tokens_total counter",
+            f'sglang:prompt_tokens_total{{model_name="{self.cfg.served_model_name}"}} {float(e.prompt_tokens_total)}',
+            "# HELP sglang:gen_throughput The generation throughput (token/s).",
+            "# TYPE sglang:gen_throughput gauge",
+            f'sglang:gen_throughput{{model_name="{self.cfg.served_model_name}"}} {e.gen_throughput():.3f}',
+            "# HELP sglang:num_running_reqs The number of running requests.",
+            "# TYPE sglang:num_running_reqs gauge",
+            f'sglang:num_running_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.running))}',
+        ]
+        return ("\n".join(lines) + "\n").encode()
+
+    def route(self, proto: HTTPProtocol, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+        cfg = self.cfg
+        exempt = path.startswith("/health") or path in ("/ready", "/metrics")
+        if cfg.api_key and not exempt and headers.get("authorization", "") != f"Bearer {cfg.api_key}":
+            proto._respond(401, {"error": "Unauthorized"})
+            return
+        ready = self.engine.ready()
+        if method == "GET":
+            if path in ("/health", "/health_generate", "/ready"):
+                if ready:
+                    proto._respond(200, b"", ctype="text/plain")
+                else:
+                    proto._respond(503, b"", ctype="text/plain")
+            elif path in ("/server_info", "/get_server_info"):
+                proto._respond(200, self.server_info())
+            elif path in ("/model_info", "/get_model_info"):
+                proto._respond(
+                    200,
+                    {
+                        "model_path": cfg.model_path,
+                        "tokenizer_path": cfg.flags.get("tokenizer_path", cfg.model_path),
+                        "is_generation": True,
+                        "preferred_sampling_params": None,
+                        "weight_version": "default",
+                    },
+                )
+            elif path == "/v1/models":
+                proto._respond(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": cfg.served_model_name,
+                                "object": "model",
+                                "created": int(time.time()),
+                                "owned_by": "sglang",
+                                "root": cfg.model_path,
+                            }
+                        ],
+                    },
+                )
+            elif path == "/metrics" and cfg.enable_metrics:
+                proto._respond(200, self.metrics(), ctype="text/plain; version=0.0.4; charset=utf-8")
+            elif path in ("/generate", "/v1/completions"):
+                proto._respond(405, {"detail": "Method Not Allowed"})
+            else:
+                proto._respond(404, {"detail": "Not Found"})
+            return
+        if method == "POST" and path in ("/generate", "/v1/completions"):
+            self._generate(proto, path, body)
+            return
+        proto._respond(404 if method in ("POST", "PUT", "DELETE") else 405, {"detail": "Not Found"})
+
+    def _generate(self, proto: HTTPProtocol, path: str, body: bytes) -> None:
+        try:
+            obj = json.loads(body or b"null")
+        except ValueError as exc:
+            proto._respond(400, {"error": {"message": f"request body is not JSON: {exc}"}})
+            return
+        if not isinstance(obj, dict):
+            proto._respond(400, {"error": {"message": "request body must be a JSON object"}})
+            return
+        api = "openai" if path == "/v1/completions" else "native"
+        try:
+            prompt_tokens, max_new, ignore_eos = self._shape(api, obj)
+        except ValueError as exc:
+            proto._respond(400, {"error": {"message": str(exc)}})
+            return
+        eng = self.engine
+        fault = eng.pick_fault()
+        if fault == "http500":
+            proto._respond(500, {"error": {"message": "stand-in injected fault: internal server error"}})
+            return
+        eng.next_rid += 1
+        stream = bool(obj.get("stream", False))
+        req = Request(proto, f"{eng.next_rid:032x}", api, prompt_tokens=prompt_tokens, max_new=max_new, stream=stream)
+        req.fault = fault
+        if fault == "short_tokens":
+            req.stop_at = max(1, max_new // 2)
+        elif not ignore_eos and self.cfg.eos_after > 0:
+            req.stop_at = min(max_new, self.cfg.eos_after)
+        if api == "openai":
+            req.completion_id = f"cmpl-{req.rid}"
+            opts = obj.get("stream_options") or {}
+            if isinstance(opts, dict):
+                req.include_usage = bool(opts.get("include_usage"))
+                req.continuous_usage = bool(opts.get("continuous_usage_stats"))
+        proto.current = req
+        if stream:
+            proto._start_stream()
+        eng.submit(req)
+
+    def _shape(self, api: str, obj: dict[str, object]) -> tuple[int, int, bool]:
+        if api == "native":
+            sp = obj.get("sampling_params") or {}
+            if not isinstance(sp, dict):
+                raise ValueError("sampling_params must be an object")
+            if obj.get("input_ids") is not None:
+                ids = obj["input_ids"]
+                if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                    raise ValueError("input_ids must be a list of integers (batched requests are not supported)")
+                prompt = len(ids)
+            elif isinstance(obj.get("text"), str):
+                prompt = max(1, len(str(obj["text"]).split()))
+            else:
+                raise ValueError("Either text or input_ids should be provided.")
+            max_new = sp.get("max_new_tokens", 128)
+            ignore_eos = sp.get("ignore_eos", False)
+        else:
+            prompt_obj = obj.get("prompt")
+            if isinstance(prompt_obj, str):
+                prompt = max(1, len(prompt_obj.split()))
+            elif isinstance(prompt_obj, list) and prompt_obj and all(isinstance(i, int) for i in prompt_obj):
+                prompt = len(prompt_obj)
+            else:
+                raise ValueError("prompt must be a string or a list of token ids")
+            max_new = obj.get("max_tokens", 16)
+            ignore_eos = obj.get("ignore_eos", False)
+        if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 1:
+            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new!r}")
+        return prompt, max_new, bool(ignore_eos)
+
+
+async def serve(cfg: Config) -> int:
+    loop = asyncio.get_running_loop()
+    server = Server(cfg)
+    srv = await loop.create_server(lambda: HTTPProtocol(server), cfg.host, cfg.port, backlog=4096, reuse_address=True)
+    port = srv.sockets[0].getsockname()[1]
+    cfg.port = port
+    port_file = cfg.flags.get("port_file")
+    if isinstance(port_file, str):
+        tmp = port_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"{port}\n")
+        os.replace(tmp, port_file)
+    print(f"STANDIN_LISTENING {cfg.host} {port}", flush=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine_task = asyncio.create_task(server.engine.run())
+    await stop.wait()
+    srv.close()
+    for conn in list(server.conns):
+        if conn.transport is not None:
+            conn.transport.close()
+    engine_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await engine_task
+    print("STANDIN_STOPPED", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    cfg = Config(parse_flags(argv))
+    return asyncio.run(serve(cfg))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
