@@ -18,7 +18,9 @@ Each parser raises :class:`NvidiaParseError` naming what it could not parse, wit
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 
 # Fields the nvidia_gpu_info module queries, in this order.
 GPU_INFO_FIELDS: tuple[str, ...] = (
@@ -475,3 +477,20 @@ def classify_smi_failure(rc: int, output: str) -> str:
     if rc == 6 or "No devices were found" in output:
         return "no_devices"
     return "other"
+
+
+# --------------------------------------------------------------------------- device nodes
+
+
+def describe_device_nodes(entries: list[tuple[str, int, int]]) -> list[dict]:
+    """Character device nodes from ``(path, st_mode, st_rdev)`` triples, as ``{path, major, minor}`` sorted by path.
+
+    Entries that are not character devices (directories, regular files, links' targets that are not
+    devices) are left out.
+    """
+    nodes = [
+        {"path": path, "major": os.major(rdev), "minor": os.minor(rdev)}
+        for path, mode, rdev in entries
+        if stat.S_ISCHR(mode)
+    ]
+    return sorted(nodes, key=lambda node: node["path"])

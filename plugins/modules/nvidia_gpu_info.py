@@ -1,0 +1,343 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-  # noqa: UP009
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvidia_gpu_info
+short_description: Report the NVIDIA kernel module, userspace driver, GPUs, device nodes and topology
+version_added: "0.1.0"
+description:
+  - Reads C(/proc/driver/nvidia/version) (kernel module version and open/proprietary flavour) and
+    C(/proc/devices) (character device majors such as C(nvidia), C(nvidia-uvm), C(nvidia-caps)).
+  - Stats the character device nodes C(<dev_dir>/nvidia*) and C(<dev_dir>/nvidia-caps/*).
+  - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits), C(nvidia-smi -q -d COMPUTE)
+    (CUDA version) and, unless O(topology=false), C(nvidia-smi topo -m).
+  - Read-only; it never changes the host and runs in check mode.
+  - Fails clearly when nvidia-smi is missing, when the kernel module is not loaded (nvidia-smi exit 9),
+    when userspace and kernel module versions differ, or when output cannot be parsed. With
+    O(require_driver=false) the first three are reported instead (with a warning), so a role can learn
+    the current state before installing a driver.
+author:
+  - gpufleet.sglang contributors
+options:
+  nvidia_smi_path:
+    description:
+      - The nvidia-smi program. A bare name is looked up on E(PATH); a path containing V(/) is used as is.
+    type: str
+    default: nvidia-smi
+  proc_version_path:
+    description: Path of the kernel module's version file.
+    type: path
+    default: /proc/driver/nvidia/version
+  proc_devices_path:
+    description: Path of the kernel's device major list.
+    type: path
+    default: /proc/devices
+  dev_dir:
+    description: Directory holding the device nodes (C(nvidia0), C(nvidiactl), C(nvidia-uvm), C(nvidia-caps/)).
+    type: path
+    default: /dev
+  topology:
+    description: Also run C(nvidia-smi topo -m) and return the P2P matrix.
+    type: bool
+    default: true
+  require_driver:
+    description:
+      - Fail when nvidia-smi is missing, the kernel module is not loaded, or userspace and kernel module
+        versions differ.
+      - With V(false) the module reports what it found (for example RV(kernel_module.loaded=false),
+        RV(driver_version=null)) and warns instead.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+notes:
+  - Compute capability is returned as a string (V("12.0") for RTX PRO 6000 Blackwell, SM120).
+"""
+
+EXAMPLES = r"""
+- name: Learn the driver state before installing (does not fail without a driver)
+  gpufleet.sglang.nvidia_gpu_info:
+    require_driver: false
+    topology: false
+  register: __nvidia_driver_before
+
+- name: Verify the installed driver
+  gpufleet.sglang.nvidia_gpu_info:
+  register: __nvidia_driver_info
+
+- name: Assert open kernel module, matching userspace and eight SM120 GPUs
+  ansible.builtin.assert:
+    that:
+      - __nvidia_driver_info.kernel_module.flavour == 'open'
+      - __nvidia_driver_info.kernel_module.version == __nvidia_driver_info.driver_version
+      - __nvidia_driver_info.gpu_count == 8
+      - __nvidia_driver_info.gpus | map(attribute='compute_cap') | unique == ['12.0']
+"""
+
+RETURN = r"""
+kernel_module:
+  description: The loaded NVIDIA kernel module.
+  returned: always
+  type: dict
+  contains:
+    loaded:
+      description: Whether the kernel module is loaded (its version file exists or nvidia-smi reached it).
+      type: bool
+    version:
+      description: Kernel module version from the version file; null when not loaded or not readable.
+      type: str
+      sample: "580.159.04"
+    flavour:
+      description: V(open) or V(proprietary); null when not loaded.
+      type: str
+      sample: open
+driver_version:
+  description: Userspace driver version reported by nvidia-smi; null without a working nvidia-smi.
+  returned: always
+  type: str
+  sample: "580.159.04"
+cuda_version:
+  description: Highest CUDA version the driver supports, from the nvidia-smi header; null without nvidia-smi.
+  returned: always
+  type: str
+  sample: "13.0"
+gpu_count:
+  description: Number of GPUs nvidia-smi reports.
+  returned: always
+  type: int
+  sample: 8
+gpus:
+  description: One record per GPU.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index: {description: GPU index, type: int}
+    name: {description: Product name, type: str, sample: NVIDIA RTX PRO 6000 Blackwell Server Edition}
+    uuid: {description: GPU UUID, type: str}
+    pci_bus_id: {description: PCI bus id, type: str, sample: "00000000:01:00.0"}
+    compute_cap: {description: Compute capability, type: str, sample: "12.0"}
+    memory_total_mib: {description: Total memory in MiB, type: int, sample: 97887}
+    power_limit_w: {description: Current power limit in W, type: float, sample: 600.0}
+    power_max_limit_w: {description: Maximum power limit in W, type: float, sample: 600.0}
+    persistence_mode: {description: Persistence mode enabled, type: bool}
+    pcie_gen_max: {description: Maximum PCIe generation, type: int, sample: 5}
+    pcie_width_max: {description: Maximum PCIe link width, type: int, sample: 16}
+device_majors:
+  description: NVIDIA character device majors from /proc/devices (dynamic ones such as nvidia-uvm included).
+  returned: always
+  type: dict
+  sample: {"nvidia": 195, "nvidiactl": 195, "nvidia-uvm": 238, "nvidia-caps": 241}
+device_nodes:
+  description: Character device nodes under dev_dir named nvidia* and under dev_dir/nvidia-caps/.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/dev/nvidia0", "major": 195, "minor": 0}]
+topology:
+  description:
+    - P2P matrix from nvidia-smi topo -m (C(X) self cells left out), with CPU/NUMA affinity per GPU.
+    - Null when O(topology=false) or no GPU is reported.
+  returned: always
+  type: dict
+  sample: {"gpus": ["GPU0", "GPU1"], "nics": [], "matrix": {"GPU0": {"GPU1": "NODE"}, "GPU1": {"GPU0": "NODE"}},
+           "affinity": {"GPU0": {"cpu_affinity": "0-47", "numa_affinity": "0", "gpu_numa_id": null}}}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
+    GPU_INFO_FIELDS,
+    NvidiaParseError,
+    classify_smi_failure,
+    describe_device_nodes,
+    nvidia_device_majors,
+    parse_gpu_query,
+    parse_proc_devices,
+    parse_proc_version,
+    parse_query_csv,
+    parse_smi_versions,
+    parse_topo_matrix,
+)
+
+QUERY_ARGS = ["--query-gpu=" + ",".join(GPU_INFO_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def _read(module: AnsibleModule, path: str, what: str, result: dict) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read {what} {path}: {exc.strerror}", **result)
+    return ""  # not reached
+
+
+def _device_entries(dev_dir: str) -> list[tuple[str, int, int]]:
+    paths = []
+    for name in os.listdir(dev_dir):
+        if name.startswith("nvidia"):
+            paths.append(os.path.join(dev_dir, name))
+    caps = os.path.join(dev_dir, "nvidia-caps")
+    if os.path.isdir(caps):
+        paths.extend(os.path.join(caps, name) for name in os.listdir(caps))
+    entries = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        entries.append((path, st.st_mode, st.st_rdev))
+    return entries
+
+
+def _resolve_smi(module: AnsibleModule, name: str) -> str | None:
+    if "/" in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return module.get_bin_path(name)
+
+
+def _run(module: AnsibleModule, argv: list[str]) -> tuple[int, str, str]:
+    return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
+
+
+def _short(text: str, limit: int = 400) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def run_module() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
+            "proc_version_path": {"type": "path", "default": "/proc/driver/nvidia/version"},
+            "proc_devices_path": {"type": "path", "default": "/proc/devices"},
+            "dev_dir": {"type": "path", "default": "/dev"},
+            "topology": {"type": "bool", "default": True},
+            "require_driver": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    result: dict = {
+        "changed": False,
+        "kernel_module": {"loaded": False, "version": None, "flavour": None},
+        "driver_version": None,
+        "cuda_version": None,
+        "gpu_count": 0,
+        "gpus": [],
+        "device_majors": {},
+        "device_nodes": [],
+        "topology": None,
+    }
+    if not params["nvidia_smi_path"].strip():
+        module.fail_json(msg="nvidia_smi_path must not be empty", **result)
+    if not os.path.isdir(params["dev_dir"]):
+        module.fail_json(msg=f"dev_dir {params['dev_dir']} is not a directory", **result)
+
+    proc_version = params["proc_version_path"]
+    try:
+        if os.path.exists(proc_version):
+            parsed = parse_proc_version(_read(module, proc_version, "kernel module version file", result), proc_version)
+            result["kernel_module"] = {"loaded": True, **parsed}
+        majors_text = _read(module, params["proc_devices_path"], "device list", result)
+        result["device_majors"] = nvidia_device_majors(parse_proc_devices(majors_text, params["proc_devices_path"]))
+    except NvidiaParseError as exc:
+        module.fail_json(msg=str(exc), **result)
+    result["device_nodes"] = describe_device_nodes(_device_entries(params["dev_dir"]))
+
+    def driver_problem(message: str) -> None:
+        if params["require_driver"]:
+            module.fail_json(msg=message, **result)
+        module.warn(message)
+        module.exit_json(**result)
+
+    module_state = (
+        f"kernel module {result['kernel_module']['version']} ({result['kernel_module']['flavour']}) is loaded"
+        if result["kernel_module"]["loaded"]
+        else f"the NVIDIA kernel module is not loaded ({proc_version} does not exist)"
+    )
+    smi = _resolve_smi(module, params["nvidia_smi_path"])
+    if smi is None:
+        driver_problem(
+            f"nvidia-smi not found at {params['nvidia_smi_path']}; is the NVIDIA userspace driver installed? "
+            f"({module_state})"
+        )
+
+    rc, out, err = _run(module, [smi, *QUERY_ARGS])
+    query_cmd = f"{smi} {' '.join(QUERY_ARGS)}"
+    if rc != 0:
+        kind = classify_smi_failure(rc, out + err)
+        if kind == "driver_not_loaded":
+            driver_problem(
+                f"the NVIDIA driver is not loaded: nvidia-smi couldn't communicate with the NVIDIA driver "
+                f"(exit {rc}); {module_state}. Load the kernel module (modprobe nvidia) or install the driver."
+            )
+        elif kind == "version_mismatch":
+            driver_problem(
+                f"NVIDIA userspace and kernel module versions differ: {_short(out + err)} ({module_state}); "
+                "install the userspace driver at exactly the kernel module's version."
+            )
+        elif kind != "no_devices":
+            module.fail_json(msg=f"{query_cmd} failed with exit {rc}: {_short(out + err)}", rc=rc, **result)
+    if not result["kernel_module"]["loaded"]:
+        result["kernel_module"]["loaded"] = True  # nvidia-smi reached the driver although the file is absent
+        module.warn(f"{proc_version} does not exist, yet nvidia-smi reached the driver: kernel module version unknown")
+
+    try:
+        gpus = parse_gpu_query(out if rc == 0 else "", query_cmd)
+        query_driver = next(
+            (row["driver_version"] for row in parse_query_csv(out if rc == 0 else "", GPU_INFO_FIELDS)), None
+        )
+    except NvidiaParseError as exc:
+        module.fail_json(msg=f"unparsable output of {exc}", **result)
+    result["gpus"] = gpus
+    result["gpu_count"] = len(gpus)
+
+    version_cmds = ([smi, "-q", "-d", "COMPUTE"], [smi])
+    problems = []
+    for argv in version_cmds:
+        rc, out, err = _run(module, argv)
+        try:
+            if rc != 0:
+                raise NvidiaParseError(" ".join(argv), f"exit {rc}", _short(out + err))
+            versions = parse_smi_versions(out, " ".join(argv))
+        except NvidiaParseError as exc:
+            problems.append(str(exc))
+            continue
+        result["cuda_version"] = versions["cuda_version"]
+        result["driver_version"] = versions["driver_version"]
+        break
+    else:
+        module.fail_json(msg="cannot learn the CUDA version: " + "; ".join(problems), **result)
+    if query_driver:
+        result["driver_version"] = query_driver  # the per-GPU query is authoritative for the userspace version
+    if params["topology"] and gpus:
+        argv = [smi, "topo", "-m"]
+        rc, out, err = _run(module, argv)
+        if rc != 0:
+            module.fail_json(
+                msg=f"{' '.join(argv)} failed with exit {rc}: {_short(out + err)} (set topology: false to skip it)",
+                **result,
+            )
+        try:
+            result["topology"] = parse_topo_matrix(out, " ".join(argv))
+        except NvidiaParseError as exc:
+            module.fail_json(msg=f"unparsable output of {exc}", **result)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    run_module()
+
+
+if __name__ == "__main__":
+    main()
