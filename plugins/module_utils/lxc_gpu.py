@@ -1,0 +1,429 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure functions for passing NVIDIA GPUs into LXC containers (stdlib only).
+
+- which device nodes a container needs for a set of GPUs, from the host's nodes (majors are
+  read from the host, never assumed: nvidia-uvm and nvidia-caps majors are dynamic);
+- Proxmox VE native ``devN:`` entries (PVE >= 8.1) or raw ``lxc.cgroup2.devices.allow`` +
+  ``lxc.mount.entry`` lines;
+- plain LXC ``key = value`` lines, with the devices cgroup key chosen from the host's layout;
+- an idempotent merge into an existing config that keeps every unrelated line.
+
+Every cgroup rule names one exact node (``c 195:0 rwm``), never a whole major: with
+``195:* rwm`` root in the guest could ``mknod`` a withheld GPU and open it. Mount entries have
+no ``optional``: a missing node makes the container fail to start instead of silently
+starting without it (nvidia-smi works, CUDA does not).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+Entry = tuple[str, str]
+
+STYLES = ("proxmox", "lxc")
+PASSTHROUGH = ("native", "raw")
+CGROUP_KEYS = {1: "lxc.cgroup.devices.allow", 2: "lxc.cgroup2.devices.allow"}
+# Nodes every CUDA container needs besides its GPUs.
+REQUIRED_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+PVE_MAX_DEV_INDEX = 255
+
+_GPU_NODE_RE = re.compile(r"^/dev/nvidia(\d+)$")
+_PVE_LINE_RE = re.compile(r"^(?P<key>[A-Za-z0-9_.\-]+):\s?(?P<value>.*)$")
+_LXC_LINE_RE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.\-]+)\s*=\s?(?P<value>.*?)\s*$")
+_PVE_DEV_KEY_RE = re.compile(r"^dev(\d+)$")
+_ALLOW_RE = re.compile(r"^\s*c\s+(\d+):")
+
+
+class LxcGpuError(ValueError):
+    """Bad input for GPU passthrough; the message names the offending value."""
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A character device node as the host shows it."""
+
+    path: str
+    major: int
+    minor: int
+
+    @property
+    def guest_path(self) -> str:
+        """Mount target relative to the container root (``dev/nvidia0``)."""
+        return self.path.lstrip("/")
+
+
+# --------------------------------------------------------------------------- device selection
+
+
+def parse_device_nodes(nodes: Iterable[Mapping[str, object]]) -> dict[str, DeviceNode]:
+    """Validate ``[{path, major, minor}]`` (nvidia_gpu_info's ``device_nodes``) into a map by path."""
+    result: dict[str, DeviceNode] = {}
+    for item in nodes:
+        try:
+            path = str(item["path"])
+            major = int(item["major"])  # type: ignore[call-overload]
+            minor = int(item["minor"])  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LxcGpuError(f"device node entry {dict(item)!r} needs path, major and minor (integers)") from exc
+        if not path.startswith("/dev/nvidia"):
+            raise LxcGpuError(f"device node {path!r} is not an NVIDIA node under /dev")
+        if major < 0 or minor < 0:
+            raise LxcGpuError(f"device node {path!r} has a negative major/minor ({major}:{minor})")
+        result[path] = DeviceNode(path, major, minor)
+    return result
+
+
+def resolve_gpu_selection(selection: object, available: Sequence[int]) -> list[int]:
+    """Turn ``all`` or a list of GPU indexes into a sorted list, rejecting unknown indexes."""
+    known = sorted(set(available))
+    if isinstance(selection, str):
+        if selection.strip().lower() == "all":
+            if not known:
+                raise LxcGpuError("gpus: all was asked for but the host has no GPUs")
+            return known
+        raise LxcGpuError(f"gpus must be 'all' or a list of GPU indexes, got {selection!r}")
+    if not isinstance(selection, (list, tuple)):
+        raise LxcGpuError(f"gpus must be 'all' or a list of GPU indexes, got {selection!r}")
+    chosen: list[int] = []
+    for raw in selection:
+        if isinstance(raw, bool) or not (isinstance(raw, int) or (isinstance(raw, str) and raw.strip().isdigit())):
+            raise LxcGpuError(f"GPU index {raw!r} is not a non-negative integer")
+        index = int(raw)
+        if index not in known:
+            raise LxcGpuError(f"unknown GPU index {index}: the host has GPUs {known}")
+        if index in chosen:
+            raise LxcGpuError(f"GPU index {index} is listed twice")
+        chosen.append(index)
+    return sorted(chosen)
+
+
+def gpu_indexes_from_nodes(host_nodes: Mapping[str, DeviceNode]) -> list[int]:
+    """GPU indexes implied by ``/dev/nvidiaN`` nodes (index = minor number)."""
+    return sorted(int(m.group(1)) for path in host_nodes if (m := _GPU_NODE_RE.match(path)))
+
+
+def select_device_nodes(
+    host_nodes: Mapping[str, DeviceNode],
+    gpu_indexes: Sequence[int],
+    gpu_minors: Mapping[int, int] | None = None,
+    include_caps: bool = True,
+    include_modeset: bool = False,
+) -> list[DeviceNode]:
+    """Nodes a container needs for ``gpu_indexes``: its GPUs, nvidiactl, nvidia-uvm(-tools), caps.
+
+    ``gpu_minors`` maps nvidia-smi index -> minor number of ``/dev/nvidiaN`` where they differ
+    (default: minor = index). Every required node must exist on the host; all missing ones are
+    named in one error. nvidia-caps nodes and nvidia-modeset are passed when present and asked for.
+    """
+    minors = dict(gpu_minors or {})
+    wanted = [f"/dev/nvidia{minors.get(index, index)}" for index in gpu_indexes]
+    wanted += list(REQUIRED_CONTROL_NODES)
+    missing = [path for path in wanted if path not in host_nodes]
+    if missing:
+        raise LxcGpuError(f"device node(s) missing on the host: {', '.join(missing)}")
+    control = host_nodes["/dev/nvidiactl"]
+    for path in wanted[: len(gpu_indexes)]:
+        if host_nodes[path].major != control.major:
+            raise LxcGpuError(
+                f"{path} has major {host_nodes[path].major} but /dev/nvidiactl has {control.major}: "
+                "not an NVIDIA GPU node"
+            )
+    selected = [host_nodes[path] for path in wanted]
+    if include_modeset and "/dev/nvidia-modeset" in host_nodes:
+        selected.append(host_nodes["/dev/nvidia-modeset"])
+    if include_caps:
+        selected += [host_nodes[p] for p in sorted(host_nodes) if p.startswith("/dev/nvidia-caps/")]
+    return selected
+
+
+# --------------------------------------------------------------------------- cgroup layout
+
+
+def cgroup_layout(mounts_text: str) -> str:
+    """``unified``, ``hybrid`` or ``legacy`` from ``/proc/self/mounts``."""
+    v1_devices = False
+    v2_root = False
+    v2_any = False
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        _, mountpoint, fstype, options = fields[:4]
+        if fstype == "cgroup" and "devices" in options.split(","):
+            v1_devices = True
+        elif fstype == "cgroup2":
+            v2_any = True
+            v2_root = v2_root or mountpoint == "/sys/fs/cgroup"
+    if v1_devices:
+        return "hybrid" if v2_any else "legacy"
+    if v2_root:
+        return "unified"
+    raise LxcGpuError("cannot tell the cgroup layout: no cgroup2 at /sys/fs/cgroup and no v1 devices controller")
+
+
+def cgroup_devices_key(layout: str) -> str:
+    """The LXC devices key: ``lxc.cgroup2.devices.allow`` only on a unified host."""
+    if layout not in ("unified", "hybrid", "legacy"):
+        raise LxcGpuError(f"unknown cgroup layout {layout!r} (expected unified, hybrid or legacy)")
+    return CGROUP_KEYS[2] if layout == "unified" else CGROUP_KEYS[1]
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_native(
+    nodes: Sequence[DeviceNode], indexes: Sequence[int], mode: str = "0666", gid: int | None = None
+) -> list[Entry]:
+    """PVE >= 8.1 ``devN: /dev/x[,gid=G][,mode=M]`` entries (PVE stats the node at start)."""
+    if len(indexes) < len(nodes):
+        raise LxcGpuError(f"{len(nodes)} device entries needed but only {len(indexes)} free devN slots")
+    if not re.fullmatch(r"0?[0-7]{3}", mode):
+        raise LxcGpuError(f"device mode {mode!r} is not an octal access mode like 0666")
+    entries = []
+    for node, index in zip(nodes, indexes, strict=False):
+        options = [node.path]
+        if gid is not None:
+            options.append(f"gid={gid}")
+        options.append(f"mode={mode}")
+        entries.append((f"dev{index}", ",".join(options)))
+    return entries
+
+
+def render_raw(nodes: Sequence[DeviceNode], cgroup_key: str = CGROUP_KEYS[2]) -> list[Entry]:
+    """Raw LXC lines: one exact cgroup rule and one bind mount per node."""
+    if cgroup_key not in CGROUP_KEYS.values():
+        raise LxcGpuError(f"cgroup key {cgroup_key!r} is not one of {sorted(CGROUP_KEYS.values())}")
+    allows = [(cgroup_key, f"c {n.major}:{n.minor} rwm") for n in nodes]
+    mounts = [("lxc.mount.entry", f"{n.path} {n.guest_path} none bind,create=file 0 0") for n in nodes]
+    return allows + mounts
+
+
+def render_shm(size: str) -> Entry:
+    """A ``/dev/shm`` tmpfs of ``size`` (NCCL and SGLang's tensor-parallel workers use it)."""
+    if not re.fullmatch(r"\d+[kKmMgG]?|\d{1,3}%", size):
+        raise LxcGpuError(f"shm size {size!r} is not like 64G, 65536M or 50%")
+    return ("lxc.mount.entry", f"tmpfs dev/shm tmpfs rw,nosuid,nodev,size={size},create=dir 0 0")
+
+
+def limit_entries(memlock: str, nofile: str) -> list[Entry]:
+    """``lxc.prlimit.*`` lines for pinned memory and many open files."""
+    for name, value in (("memlock", memlock), ("nofile", nofile)):
+        if not re.fullmatch(r"unlimited|\d+(:(\d+|unlimited))?", value):
+            raise LxcGpuError(f"{name} limit {value!r} is not 'unlimited', N or SOFT:HARD")
+    return [("lxc.prlimit.memlock", memlock), ("lxc.prlimit.nofile", nofile)]
+
+
+# --------------------------------------------------------------------------- config merge
+
+
+def owned_predicate(owned_majors: Iterable[int]) -> Callable[[str, str], bool]:
+    """Which multi-valued entries this code owns: NVIDIA devN/cgroup/mount lines and the shm mount."""
+    majors = set(owned_majors)
+
+    def owned(key: str, value: str) -> bool:
+        if _PVE_DEV_KEY_RE.match(key):
+            path = value.split(",", 1)[0].removeprefix("path=")
+            return path.startswith("/dev/nvidia")
+        if key in CGROUP_KEYS.values():
+            match = _ALLOW_RE.match(value)
+            return bool(match) and int(match.group(1)) in majors
+        if key == "lxc.mount.entry":
+            fields = value.split()
+            return bool(fields) and (
+                fields[0].startswith("/dev/nvidia") or (len(fields) > 1 and fields[1].strip("/") == "dev/shm")
+            )
+        return False
+
+    return owned
+
+
+def _parse_line(line: str, style: str) -> Entry | None:
+    if not line.strip() or line.lstrip().startswith("#"):
+        return None
+    match = (_PVE_LINE_RE if style == "proxmox" else _LXC_LINE_RE).match(line)
+    return (match.group("key"), match.group("value")) if match else None
+
+
+def _format(entry: Entry, style: str) -> str:
+    return f"{entry[0]}: {entry[1]}" if style == "proxmox" else f"{entry[0]} = {entry[1]}"
+
+
+def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
+    """PVE confs have ``[snapshot]``/``[pve:pending]`` sections after the main one; edit only the main."""
+    if style == "proxmox":
+        for i, line in enumerate(lines):
+            if line.startswith("["):
+                return lines[:i], lines[i:]
+    return lines, []
+
+
+def used_dev_indexes(text: str, owned: Callable[[str, str], bool]) -> set[int]:
+    """``devN`` indexes taken by entries this code does not own (e.g. ``/dev/dri``)."""
+    main, _ = _split_main(text.splitlines(), "proxmox")
+    used = set()
+    for line in main:
+        entry = _parse_line(line, "proxmox")
+        if entry and (m := _PVE_DEV_KEY_RE.match(entry[0])) and not owned(*entry):
+            used.add(int(m.group(1)))
+    return used
+
+
+def free_dev_indexes(used: set[int], count: int) -> list[int]:
+    """The ``count`` lowest ``devN`` indexes not in ``used``."""
+    free = [i for i in range(PVE_MAX_DEV_INDEX + 1) if i not in used][:count]
+    if len(free) < count:
+        raise LxcGpuError(f"{count} devN entries needed but only {len(free)} of dev0..dev255 are free")
+    return free
+
+
+def _pve_sort_key(key: str) -> tuple[int, str]:
+    # PVE writes its own keys sorted, then the raw lxc.* keys last.
+    return (1 if key.startswith("lxc.") else 0, key)
+
+
+class _Slot:
+    """A place in the config that receives managed entries (filled once everything is placed)."""
+
+    def __init__(self, group: str, entries: Sequence[Entry] = ()) -> None:
+        self.group = group
+        self.entries = list(entries)
+
+
+def merge_config(
+    text: str,
+    style: str,
+    block: Sequence[Entry],
+    settings: Sequence[Entry],
+    owned: Callable[[str, str], bool],
+) -> str:
+    """Merge managed entries into a config, keeping every unrelated line as it was.
+
+    ``settings`` are single-valued keys (``cores``, ``lxc.prlimit.memlock``): updated in place,
+    duplicates dropped, added when absent. ``block`` holds the multi-valued managed entries: every
+    owned line is removed and the block goes where the first owned line of its group was. New
+    entries go where PVE's writer would put them: its own keys sorted, raw ``lxc.*`` keys last
+    (plain LXC: at the end). Merging the result again gives the same text.
+    """
+    if style not in STYLES:
+        raise LxcGpuError(f"unknown config style {style!r} (expected one of {', '.join(STYLES)})")
+    single: dict[str, str] = {}
+    for key, value in settings:
+        if key in single:
+            raise LxcGpuError(f"setting {key!r} given twice")
+        single[key] = value
+    clash = {k for k, _ in block} & set(single)
+    if clash:
+        raise LxcGpuError(f"key(s) {sorted(clash)} cannot be both a setting and a device entry")
+
+    def group(key: str) -> str:
+        return "raw" if style == "lxc" or key.startswith("lxc.") else "plain"
+
+    main, rest = _split_main(text.splitlines(), style)
+    kept: list[str | _Slot] = []
+    slots: dict[str, _Slot] = {}
+    seen: set[str] = set()
+    for line in main:
+        entry = _parse_line(line, style)
+        if entry is None:
+            kept.append(line)
+        elif entry[0] in single:
+            if entry[0] not in seen:
+                seen.add(entry[0])
+                kept.append(_format((entry[0], single[entry[0]]), style))
+        elif owned(*entry):
+            if group(entry[0]) not in slots:
+                slots[group(entry[0])] = _Slot(group(entry[0]))
+                kept.append(slots[group(entry[0])])
+        else:
+            kept.append(line)
+
+    plain_block = sorted((e for e in block if group(e[0]) == "plain"), key=lambda e: e[0])
+    raw_block = [e for e in block if group(e[0]) == "raw"]
+    new = [(k, v) for k, v in settings if k not in seen]
+    new_plain: list[list[Entry]] = [[e] for e in new if group(e[0]) == "plain"]
+    if "plain" in slots:
+        slots["plain"].entries = plain_block
+    elif plain_block:
+        new_plain.append(plain_block)
+    for entries in new_plain:
+        kept.insert(_sorted_position(kept, entries[0][0], style), _Slot("plain", entries))
+    if "raw" in slots:
+        slots["raw"].entries = raw_block
+        appended = []
+    else:
+        appended = raw_block
+    appended += [e for e in new if group(e[0]) == "raw"]
+    tail = len(kept)
+    while tail > 0 and isinstance(kept[tail - 1], str) and not str(kept[tail - 1]).strip():
+        tail -= 1
+    kept.insert(tail, _Slot("raw", appended))
+
+    out: list[str] = []
+    for item in kept:
+        if isinstance(item, _Slot):
+            out += [_format(e, style) for e in item.entries]
+        else:
+            out.append(item)
+    out += rest
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _sorted_position(kept: Sequence[str | _Slot], key: str, style: str) -> int:
+    """Where PVE's sorted writer would put ``key``: before the first entry that sorts after it."""
+    want = _pve_sort_key(key)
+    position = 0
+    entry_seen = False
+    for i, item in enumerate(kept):
+        if isinstance(item, _Slot):
+            if item.entries and _pve_sort_key(item.entries[0][0]) > want:
+                return i
+            position = i + 1 if item.entries else position
+            continue
+        entry = _parse_line(item, style)
+        if entry is None:
+            # Leading comment lines are PVE's description: new entries go after them.
+            if not entry_seen and item.lstrip().startswith("#"):
+                position = i + 1
+            continue
+        entry_seen = True
+        if _pve_sort_key(entry[0]) > want:
+            return i
+        position = i + 1
+    return position
+
+
+# --------------------------------------------------------------------------- one call for the module
+
+
+def plan_config(
+    text: str,
+    *,
+    style: str,
+    nodes: Sequence[DeviceNode],
+    passthrough: str = "native",
+    cgroup_key: str = CGROUP_KEYS[2],
+    settings: Sequence[Entry] = (),
+    shm_size: str = "",
+    dev_mode: str = "0666",
+    dev_gid: int | None = None,
+    owned_majors: Iterable[int] = (),
+) -> tuple[str, list[Entry]]:
+    """The new config text and the device entries it holds, for ``nodes`` passed into one container."""
+    if style not in STYLES:
+        raise LxcGpuError(f"unknown flavour {style!r} (expected one of {', '.join(STYLES)})")
+    if passthrough not in PASSTHROUGH:
+        raise LxcGpuError(f"unknown passthrough {passthrough!r} (expected one of {', '.join(PASSTHROUGH)})")
+    majors = set(owned_majors) | {n.major for n in nodes}
+    owned = owned_predicate(majors)
+    if style == "proxmox" and passthrough == "native":
+        free = free_dev_indexes(used_dev_indexes(text, owned), len(nodes))
+        block = render_native(nodes, free, mode=dev_mode, gid=dev_gid)
+    else:
+        block = render_raw(nodes, cgroup_key)
+    if shm_size:
+        block.append(render_shm(shm_size))
+    return merge_config(text, style, block, settings, owned), block

@@ -1,0 +1,270 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lxc_gpu_config
+short_description: Pass NVIDIA GPUs into a Proxmox or plain LXC container by editing its config
+version_added: "0.1.0"
+description:
+  - Finds the host's NVIDIA device nodes (C(<dev_dir>/nvidia*), C(<dev_dir>/nvidia-caps/*)) and their
+    majors by C(stat); majors are never assumed (nvidia-uvm and nvidia-caps majors are dynamic).
+  - Chooses the nodes a container needs for O(gpus) (its GPUs, C(nvidiactl), C(nvidia-uvm),
+    C(nvidia-uvm-tools), C(nvidia-caps) when present) and merges them into the container's config.
+  - Proxmox (O(flavour=proxmox)), C(/etc/pve/lxc/<vmid>.conf) in C(key: value) syntax, either native
+    C(devN:) entries (PVE >= 8.1, O(passthrough=native)) or raw C(lxc.cgroup2.devices.allow) and
+    C(lxc.mount.entry) lines (O(passthrough=raw)).
+  - Plain LXC (O(flavour=lxc)), C(/var/lib/lxc/<name>/config) in C(key = value) syntax, raw lines with the
+    devices cgroup key of the host's layout (C(lxc.cgroup2.devices.allow) on a unified host,
+    C(lxc.cgroup.devices.allow) on a legacy or hybrid one).
+  - Each cgroup rule allows one exact node, so a withheld GPU cannot be reached even by C(mknod).
+    Mount entries have no C(optional): a node missing at start stops the container instead of
+    starting it without the node.
+  - Unrelated lines, PVE's description comments and snapshot sections are kept as they were. The
+    write is atomic; a second run with the same input reports no change.
+author:
+  - gpufleet.sglang contributors
+options:
+  path:
+    description: The container's config file. It must exist (create the container first).
+    type: path
+    required: true
+  flavour:
+    description: Config syntax, V(proxmox) (C(key: value)) or V(lxc) (C(key = value)).
+    type: str
+    choices: [proxmox, lxc]
+    default: proxmox
+  passthrough:
+    description:
+      - V(native) writes PVE C(devN:) entries (PVE >= 8.1); V(raw) writes C(lxc.*) cgroup and mount lines.
+      - Plain LXC always uses raw lines.
+    type: str
+    choices: [native, raw]
+    default: native
+  gpus:
+    description: V(all) or a list of GPU indexes (as nvidia-smi numbers them).
+    type: raw
+    required: true
+  available_gpus:
+    description:
+      - GPU indexes the host has (from C(nvidia_gpu_info)'s RV(gpus)). Default, the C(/dev/nvidiaN) nodes found.
+    type: list
+    elements: int
+  gpu_minors:
+    description: GPU index to C(/dev/nvidiaN) minor where they differ (default minor = index).
+    type: dict
+  dev_dir:
+    description: Where the host's device nodes are. Config lines always name C(/dev/...).
+    type: path
+    default: /dev
+  include_caps:
+    description: Also pass the C(nvidia-caps) nodes present on the host (MIG).
+    type: bool
+    default: true
+  cgroup:
+    description: Devices cgroup of the host for O(flavour=lxc); V(auto) reads O(mounts_path).
+    type: str
+    choices: [auto, v1, v2]
+    default: auto
+  mounts_path:
+    description: The mount table read for O(cgroup=auto).
+    type: path
+    default: /proc/self/mounts
+  settings:
+    description:
+      - Single-valued keys to set, for example C(cores), C(memory), C(lxc.prlimit.memlock). Updated in place.
+    type: dict
+    default: {}
+  shm_size:
+    description: Mount a C(/dev/shm) tmpfs of this size (V(64G)); empty leaves C(/dev/shm) alone.
+    type: str
+    default: ""
+  dev_mode:
+    description: Access mode of native C(devN) entries.
+    type: str
+    default: "0666"
+  dev_gid:
+    description: Group id of native C(devN) entries in the container (unset, PVE's default).
+    type: int
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - Proxmox's C(community.proxmox.proxmox) module has no option for C(devN) or raw C(lxc.*) keys, hence a
+    config edit. A running container sees the change only after a restart; RV(changed) tells when.
+"""
+
+EXAMPLES = r"""
+- name: Pass GPUs 0 and 1 into CT 101 (PVE >= 8.1 native entries)
+  gpufleet.sglang.lxc_gpu_config:
+    path: /etc/pve/lxc/101.conf
+    gpus: [0, 1]
+    available_gpus: "{{ nvidia_driver_facts.gpus | map(attribute='index') | list }}"
+    settings:
+      cores: "32"
+      memory: "262144"
+      lxc.prlimit.memlock: unlimited
+
+- name: Pass all GPUs into a plain LXC container
+  gpufleet.sglang.lxc_gpu_config:
+    path: /var/lib/lxc/sglang-01/config
+    flavour: lxc
+    gpus: all
+    shm_size: 64G
+"""
+
+RETURN = r"""
+gpus:
+  description: GPU indexes passed.
+  returned: success
+  type: list
+  elements: int
+  sample: [0, 1]
+devices:
+  description: Host device nodes passed, with the majors found on the host.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"path": "/dev/nvidia0", "major": 195, "minor": 0}]
+entries:
+  description: The managed device entries as C([key, value]) pairs.
+  returned: success
+  type: list
+  elements: list
+  sample: [["dev0", "/dev/nvidia0,mode=0666"]]
+cgroup_layout:
+  description: The host's cgroup layout (V(unified), V(hybrid), V(legacy)); null for O(flavour=proxmox).
+  returned: success
+  type: str
+  sample: hybrid
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
+    CGROUP_KEYS,
+    LxcGpuError,
+    cgroup_devices_key,
+    cgroup_layout,
+    gpu_indexes_from_nodes,
+    parse_device_nodes,
+    plan_config,
+    resolve_gpu_selection,
+    select_device_nodes,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import describe_device_nodes
+
+
+def _scan(dev_dir: str) -> list[dict]:
+    """``{path, major, minor}`` of the NVIDIA character devices under dev_dir, named as under /dev."""
+    paths = [os.path.join(dev_dir, n) for n in os.listdir(dev_dir) if n.startswith("nvidia")]
+    caps = os.path.join(dev_dir, "nvidia-caps")
+    if os.path.isdir(caps):
+        paths += [os.path.join(caps, n) for n in os.listdir(caps)]
+    entries = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        entries.append(("/dev/" + os.path.relpath(path, dev_dir), st.st_mode, st.st_rdev))
+    return describe_device_nodes(entries)
+
+
+def _write(module: AnsibleModule, path: str, text: str) -> None:
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".lxc_gpu_config.", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    module.atomic_move(tmp, path)
+
+
+def run_module() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "flavour": {"type": "str", "choices": ["proxmox", "lxc"], "default": "proxmox"},
+            "passthrough": {"type": "str", "choices": ["native", "raw"], "default": "native"},
+            "gpus": {"type": "raw", "required": True},
+            "available_gpus": {"type": "list", "elements": "int"},
+            "gpu_minors": {"type": "dict"},
+            "dev_dir": {"type": "path", "default": "/dev"},
+            "include_caps": {"type": "bool", "default": True},
+            "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
+            "mounts_path": {"type": "path", "default": "/proc/self/mounts"},
+            "settings": {"type": "dict", "default": {}},
+            "shm_size": {"type": "str", "default": ""},
+            "dev_mode": {"type": "str", "default": "0666"},
+            "dev_gid": {"type": "int"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    result: dict = {"changed": False, "gpus": [], "devices": [], "entries": [], "cgroup_layout": None}
+    path = p["path"]
+    if not os.path.isfile(path):
+        module.fail_json(msg=f"container config {path} does not exist: create the container first", **result)
+    if not os.path.isdir(p["dev_dir"]):
+        module.fail_json(msg=f"dev_dir {p['dev_dir']} is not a directory", **result)
+    try:
+        host_nodes = parse_device_nodes(_scan(p["dev_dir"]))
+        available = p["available_gpus"] if p["available_gpus"] is not None else gpu_indexes_from_nodes(host_nodes)
+        gpus = resolve_gpu_selection(p["gpus"], available)
+        minors = {int(k): int(v) for k, v in (p["gpu_minors"] or {}).items()}
+        nodes = select_device_nodes(host_nodes, gpus, minors, include_caps=p["include_caps"])
+        cgroup_key = CGROUP_KEYS[2]
+        passthrough = p["passthrough"]
+        if p["flavour"] == "lxc":
+            passthrough = "raw"
+            if p["cgroup"] == "auto":
+                with open(p["mounts_path"], encoding="utf-8") as handle:
+                    result["cgroup_layout"] = cgroup_layout(handle.read())
+                cgroup_key = cgroup_devices_key(result["cgroup_layout"])
+            else:
+                cgroup_key = CGROUP_KEYS[1 if p["cgroup"] == "v1" else 2]
+        with open(path, encoding="utf-8") as handle:
+            before = handle.read()
+        after, entries = plan_config(
+            before,
+            style=p["flavour"],
+            nodes=nodes,
+            passthrough=passthrough,
+            cgroup_key=cgroup_key,
+            settings=[(str(k), str(v)) for k, v in p["settings"].items()],
+            shm_size=p["shm_size"],
+            dev_mode=p["dev_mode"],
+            dev_gid=p["dev_gid"],
+            owned_majors={n.major for n in host_nodes.values()},
+        )
+    except (LxcGpuError, ValueError) as exc:
+        module.fail_json(msg=f"{path}: {exc}", **result)
+    except OSError as exc:
+        module.fail_json(msg=f"{path}: cannot read {exc.filename}: {exc.strerror}", **result)
+    result.update(
+        gpus=gpus,
+        devices=[{"path": n.path, "major": n.major, "minor": n.minor} for n in nodes],
+        entries=[list(e) for e in entries],
+        changed=after != before,
+    )
+    if module._diff:
+        result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+    if result["changed"] and not module.check_mode:
+        _write(module, path, after)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    run_module()
+
+
+if __name__ == "__main__":
+    main()
