@@ -1,5 +1,5 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
+# -*- coding: utf-8 -*-  # noqa: UP009 (the Ansible module header the collection requires)
 # Copyright: (c) 2025, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -57,7 +57,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 version:
-  description: SGLang version from C(sglang/_version.py), C(sglang/version.py) or the dist-info METADATA; null if none says.
+  description:
+    - SGLang version from C(sglang/_version.py), C(sglang/version.py) or the dist-info METADATA.
+    - Null when none of them says.
   returned: always
   type: str
   sample: 0.5.12.post1
