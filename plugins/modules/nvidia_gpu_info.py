@@ -298,7 +298,7 @@ def run_module() -> None:
             (row["driver_version"] for row in parse_query_csv(out if rc == 0 else "", GPU_INFO_FIELDS)), None
         )
     except NvidiaParseError as exc:
-        module.fail_json(msg=f"unparsable output of {exc}", **result)
+        module.fail_json(msg=f"unparsable output: {exc}", **result)
     result["gpus"] = gpus
     result["gpu_count"] = len(gpus)
 
@@ -331,7 +331,7 @@ def run_module() -> None:
         try:
             result["topology"] = parse_topo_matrix(out, " ".join(argv))
         except NvidiaParseError as exc:
-            module.fail_json(msg=f"unparsable output of {exc}", **result)
+            module.fail_json(msg=f"unparsable output: {exc}", **result)
     module.exit_json(**result)
 
 
