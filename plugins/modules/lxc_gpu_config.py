@@ -30,7 +30,9 @@ author:
   - gpufleet.sglang contributors
 options:
   path:
-    description: The container's config file. It must exist (create the container first).
+    description:
+      - The container's config file. It must exist (create the container first); in check mode a missing
+        file is planned as empty, so a play can validate every container before creating any.
     type: path
     required: true
   flavour:
@@ -138,6 +140,11 @@ entries:
   type: list
   elements: list
   sample: [["dev0", "/dev/nvidia0,mode=0666"]]
+exists:
+  description: Whether the config file existed (false only in check mode, for a container not created yet).
+  returned: always
+  type: bool
+  sample: true
 cgroup_layout:
   description: The host's cgroup layout (V(unified), V(hybrid), V(legacy)); null for O(flavour=proxmox).
   returned: success
@@ -209,9 +216,10 @@ def run_module() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    result: dict = {"changed": False, "gpus": [], "devices": [], "entries": [], "cgroup_layout": None}
+    result: dict = {"changed": False, "exists": False, "gpus": [], "devices": [], "entries": [], "cgroup_layout": None}
     path = p["path"]
-    if not os.path.isfile(path):
+    exists = result["exists"] = os.path.isfile(path)
+    if not exists and not module.check_mode:
         module.fail_json(msg=f"container config {path} does not exist: create the container first", **result)
     if not os.path.isdir(p["dev_dir"]):
         module.fail_json(msg=f"dev_dir {p['dev_dir']} is not a directory", **result)
@@ -231,8 +239,10 @@ def run_module() -> None:
                 cgroup_key = cgroup_devices_key(result["cgroup_layout"])
             else:
                 cgroup_key = CGROUP_KEYS[1 if p["cgroup"] == "v1" else 2]
-        with open(path, encoding="utf-8") as handle:
-            before = handle.read()
+        before = ""
+        if exists:
+            with open(path, encoding="utf-8") as handle:
+                before = handle.read()
         after, entries = plan_config(
             before,
             style=p["flavour"],
