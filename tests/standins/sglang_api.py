@@ -45,6 +45,9 @@ Knobs (environment):
     STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
                               decoding: each step gives every running request one token and lasts
                               running/rate seconds; 0 = as fast as possible (default 0)
+    STANDIN_BURST_STEPS       with STANDIN_TOKENS_PER_S=0, decode up to this many steps (at most 50 ms)
+                              before writing each stream's events in one send, as a loaded server's
+                              output batching does; events stay separate SSE events (default 8)
     STANDIN_SGLANG_VERSION    version reported by /server_info (default 0.5.23)
     STANDIN_MAX_RUNNING       cap of concurrently decoding requests, the rest wait (default: flag
                               --max-running-requests, else unlimited)
@@ -164,6 +167,7 @@ class Config:
         self.fault_every = max(1, int(_env_float("STANDIN_FAULT_EVERY", 1)))
         self.fault_after = int(_env_float("STANDIN_FAULT_AFTER", 0))
         self.fault_count = int(_env_float("STANDIN_FAULT_COUNT", 0))
+        self.burst_steps = max(1, int(_env_float("STANDIN_BURST_STEPS", 8)))
 
 
 class Request:
@@ -209,6 +213,36 @@ class Request:
         self.created = int(self.start)
 
 
+class _Sequence:
+    """The synthetic token sequence every request decodes, pre-rendered so that an event's
+    (cumulative or incremental) text and ids are one slice each."""
+
+    def __init__(self) -> None:
+        self.text = bytearray()
+        self.ids = bytearray()
+        self.text_off = [0]
+        self.ids_off = [0]
+
+    def _grow(self, n: int) -> None:
+        while len(self.text_off) <= n:
+            i = len(self.text_off) - 1
+            self.text += _PIECES_B[i % _VOCAB]
+            if i:
+                self.ids += b","
+            self.ids += _IDS_B[i % _VOCAB]
+            self.text_off.append(len(self.text))
+            self.ids_off.append(len(self.ids))
+
+    def slices(self, a: int, b: int) -> tuple[bytes, bytes]:
+        if b >= len(self.text_off):
+            self._grow(b + 1024)
+        ids_a = self.ids_off[a] + (1 if a else 0)
+        return bytes(self.text[self.text_off[a] : self.text_off[b]]), bytes(self.ids[ids_a : self.ids_off[b]])
+
+
+_SEQ = _Sequence()
+
+
 def _text(a: int, b: int) -> str:
     return "".join(_PIECES[i % _VOCAB] for i in range(a, b))
 
@@ -232,6 +266,7 @@ class Engine:
         self.faults_applied = 0
         self.recent: list[tuple[float, int]] = []
         self.next_rid = 0
+        self.dirty: set[HTTPProtocol] = set()
 
     def ready(self) -> bool:
         return time.monotonic() >= self.ready_at
@@ -269,23 +304,15 @@ class Engine:
                 await self.wake.wait()
                 next_t = time.monotonic()
                 continue
-            running = self.running
-            n = len(running)
-            finished = False
-            for req in running:
-                if req.done:
-                    finished = True
-                    continue
-                req.k += 1
-                if req.k >= req.stop_at:
-                    req.done = True
-                    finished = True
-                    req.proto.finish(req)
-                elif req.stream and (req.k == 1 or req.k % cfg.stream_interval == 0):
-                    req.proto.progress(req)
-            self.generation_tokens_total += n
-            if finished:
-                self.running = [r for r in running if not r.done]
+            n = 0
+            burst_end = time.monotonic() + 0.05
+            for _ in range(1 if cfg.rate > 0 else cfg.burst_steps):
+                n += self.step()
+                if not self.running or time.monotonic() > burst_end:
+                    break
+            for proto in self.dirty:
+                proto.flush()
+            self.dirty.clear()
             now = time.monotonic()
             self.recent.append((now, self.generation_tokens_total))
             if len(self.recent) > 4096:
@@ -301,6 +328,28 @@ class Engine:
                     await asyncio.sleep(0)
             else:
                 await asyncio.sleep(0)
+
+    def step(self) -> int:
+        """One decode step: every running request gets one token. Returns the batch size."""
+        running = self.running
+        n = len(running)
+        interval = self.cfg.stream_interval
+        finished = False
+        for req in running:
+            if req.done:
+                finished = True
+                continue
+            req.k += 1
+            if req.k >= req.stop_at:
+                req.done = True
+                finished = True
+                req.proto.finish(req)
+            elif req.stream and (req.k == 1 or req.k % interval == 0):
+                req.proto.progress(req)
+        self.generation_tokens_total += n
+        if finished:
+            self.running = [r for r in running if not r.done]
+        return n
 
     def gen_throughput(self) -> float:
         now = time.monotonic()
@@ -321,6 +370,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.closed = False
         self.current: Request | None = None
         self.keep_alive = True
+        self.pending: list[bytes] = []
 
     # -- connection -----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -378,10 +428,24 @@ class HTTPProtocol(asyncio.Protocol):
         except Exception as exc:  # a stand-in bug must show up as a 500, not kill the server
             self._respond(500, {"error": {"message": f"stand-in internal error: {exc!r}"}})
 
+    def flush(self) -> None:
+        """Write the events buffered during this engine burst in one send."""
+        if self.pending:
+            data = b"".join(self.pending) if len(self.pending) > 1 else self.pending[0]
+            self.pending.clear()
+            if self.transport is not None and not self.closed:
+                self.transport.write(data)
+
+    def _write(self, data: bytes) -> None:
+        self.flush()
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
     def _done(self, close: bool = False) -> None:
         self.busy = False
         self.current = None
         if close or not self.keep_alive:
+            self.flush()
             if self.transport is not None:
                 self.transport.close()
             return
@@ -396,26 +460,24 @@ class HTTPProtocol(asyncio.Protocol):
             f"content-type: {ctype}\r\ncontent-length: {len(payload)}\r\n"
             f"{'connection: close' if close or not self.keep_alive else 'connection: keep-alive'}\r\n\r\n"
         )
-        if self.transport is not None and not self.closed:
-            self.transport.write(head.encode() + payload)
+        self._write(head.encode() + payload)
         self._done(close)
 
     def _start_stream(self) -> None:
-        assert self.transport is not None
-        self.transport.write(
+        self._write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
             b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
             + (b"connection: keep-alive\r\n\r\n" if self.keep_alive else b"connection: close\r\n\r\n")
         )
 
     def _chunk(self, payload: bytes) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))
+        if not self.closed:
+            self.pending.append(b"%x\r\n%b\r\n" % (len(payload), payload))
+            self.server.engine.dirty.add(self)
 
     def _end_stream(self) -> None:
         self._chunk(b"data: [DONE]\n\n")
-        if self.transport is not None and not self.closed:
-            self.transport.write(b"0\r\n\r\n")
+        self.pending.append(b"0\r\n\r\n")
         self._done()
 
     # -- generation callbacks from the engine ---------------------------------------------
@@ -505,8 +567,7 @@ class HTTPProtocol(asyncio.Protocol):
                 }
             return b"data: " + _json_bytes(chunk) + b"\n\n"
         start = req.sent_k if cfg.incremental else 0
-        text = "".join(_PIECES[i % _VOCAB] for i in range(start, req.k))
-        ids = b",".join([_IDS_B[i % _VOCAB] for i in range(start, req.k)])
+        text, ids = _SEQ.slices(start, req.k)
         if final:
             meta = _json_bytes(
                 {
@@ -524,7 +585,7 @@ class HTTPProtocol(asyncio.Protocol):
                 req.prompt_tokens,
                 req.k,
             )
-        return b'data: {"text":"%b","output_ids":[%b],"meta_info":%b}\n\n' % (text.encode(), ids, meta)
+        return b'data: {"text":"%b","output_ids":[%b],"meta_info":%b}\n\n' % (text, ids, meta)
 
     def _final_object(self, req: Request) -> dict[str, object]:
         if req.api == "openai":
