@@ -1,0 +1,332 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit and golden-file tests of plugins/module_utils/lxc_gpu.py.
+
+Golden files (tests/unit/golden/proxmox_lxc_gpu/) are configs in real PVE / LXC syntax. Regenerate
+after an intended change with ``GPUFLEET_REGEN_GOLDEN=1 pytest tests/unit/test_lxc_gpu.py`` and
+review the diff: the test then fails so a regeneration never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
+    DeviceNode,
+    LxcGpuError,
+    cgroup_devices_key,
+    cgroup_layout,
+    limit_entries,
+    merge_config,
+    owned_predicate,
+    parse_device_nodes,
+    plan_config,
+    render_native,
+    render_raw,
+    render_shm,
+    resolve_gpu_selection,
+    select_device_nodes,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "proxmox_lxc_gpu"
+FIXTURE_LS = Path(__file__).parent / "fixtures" / "nvidia" / "h200-580" / "ls-dev.txt"
+_LS_RE = re.compile(r"^c\S+\s+\d+\s+\S+\s+\S+\s+(\d+),\s+(\d+)\s+.*?\s(\S+)$")
+
+
+def nodes_from_ls(text: str) -> list[dict]:
+    """``ls -l /dev/nvidia* /dev/nvidia-caps`` (the real H200 capture) as nvidia_gpu_info's device_nodes."""
+    nodes: dict[str, dict] = {}
+    directory = "/dev"
+    for line in text.splitlines():
+        if line.endswith(":"):
+            directory = line[:-1]
+            continue
+        match = _LS_RE.match(line)
+        if match:
+            name = match.group(3)
+            path = name if name.startswith("/") else f"{directory}/{name}"
+            nodes[path] = {"path": path, "major": int(match.group(1)), "minor": int(match.group(2))}
+    return list(nodes.values())
+
+
+def rtx_host(gpus: int = 8, uvm: int = 510, caps: int = 511) -> dict[str, DeviceNode]:
+    """An 8x RTX PRO 6000 host with the dynamic majors a PVE guide showed (uvm 510, caps 511)."""
+    raw = [{"path": f"/dev/nvidia{i}", "major": 195, "minor": i} for i in range(gpus)]
+    raw += [
+        {"path": "/dev/nvidiactl", "major": 195, "minor": 255},
+        {"path": "/dev/nvidia-modeset", "major": 195, "minor": 254},
+        {"path": "/dev/nvidia-uvm", "major": uvm, "minor": 0},
+        {"path": "/dev/nvidia-uvm-tools", "major": uvm, "minor": 1},
+        {"path": "/dev/nvidia-caps/nvidia-cap1", "major": caps, "minor": 1},
+        {"path": "/dev/nvidia-caps/nvidia-cap2", "major": caps, "minor": 2},
+    ]
+    return parse_device_nodes(raw)
+
+
+PVE_SETTINGS = [
+    ("hostname", "sglang-01"),
+    ("cores", "64"),
+    ("memory", "524288"),
+    ("lxc.prlimit.memlock", "unlimited"),
+    ("lxc.prlimit.nofile", "1048576"),
+]
+LXC_SETTINGS = [("lxc.prlimit.memlock", "unlimited"), ("lxc.prlimit.nofile", "1048576")]
+
+GOLDEN_CASES = {
+    # name: (input, kwargs)
+    "ct101.native.conf": ("ct101.conf", {"style": "proxmox", "passthrough": "native", "settings": PVE_SETTINGS}),
+    "ct101.raw.conf": ("ct101.conf", {"style": "proxmox", "passthrough": "raw", "settings": PVE_SETTINGS}),
+    "lxc-guest.hybrid.config": (
+        "lxc-guest.config",
+        {"style": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup.devices.allow", "settings": LXC_SETTINGS},
+    ),
+    "lxc-guest.unified.config": (
+        "lxc-guest.config",
+        {"style": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup2.devices.allow", "settings": LXC_SETTINGS},
+    ),
+}
+
+
+def _plan(text: str, **kwargs: object) -> str:
+    host = rtx_host()
+    nodes = select_device_nodes(host, resolve_gpu_selection("all", list(range(8))))
+    out, _ = plan_config(text, nodes=nodes, shm_size="64G", owned_majors={195, 510, 511}, **kwargs)  # type: ignore[arg-type]
+    return out
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
+def test_golden(golden: str) -> None:
+    source, kwargs = GOLDEN_CASES[golden]
+    out = _plan((GOLDEN / source).read_text(), **kwargs)
+    if os.environ.get("GPUFLEET_REGEN_GOLDEN"):
+        (GOLDEN / golden).write_text(out)
+        pytest.fail(f"regenerated {golden}: review the diff and rerun without GPUFLEET_REGEN_GOLDEN")
+    assert out == (GOLDEN / golden).read_text()
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
+def test_golden_is_a_fixed_point(golden: str) -> None:
+    """Merging into the already merged config changes nothing (second run changed=0)."""
+    _, kwargs = GOLDEN_CASES[golden]
+    text = (GOLDEN / golden).read_text()
+    assert _plan(text, **kwargs) == text
+
+
+def test_native_golden_keeps_unrelated_lines_and_snapshot() -> None:
+    source = (GOLDEN / "ct101.conf").read_text()
+    out = (GOLDEN / "ct101.native.conf").read_text()
+    main, snapshot = out.split("\n[before-gpu]\n")
+    assert snapshot == source.split("\n[before-gpu]\n")[1]
+    assert out.startswith("#SGLang node, GLM-5-NVFP4 tp 8\n")
+    for line in ("dev0: /dev/dri/card0,gid=44", "lxc.apparmor.profile: generated", "parent: before-gpu"):
+        assert line in main.splitlines()
+    # dev0 is /dev/dri: the GPUs take the next free slots; 8 GPUs + ctl + uvm + uvm-tools + 2 caps = 13
+    nvidia = [line for line in main.splitlines() if re.match(r"^dev\d+: /dev/nvidia", line)]
+    assert len(nvidia) == 13
+    assert "dev1: /dev/nvidia0,mode=0666" in nvidia
+    assert "dev13: /dev/nvidia-caps/nvidia-cap2,mode=0666" in nvidia
+    assert "cores: 64" in main.splitlines()
+    assert "cores: 16" not in main.splitlines()
+    assert not any("lxc.cgroup" in line for line in main.splitlines())
+
+
+def test_raw_golden_has_exact_rules_with_host_majors() -> None:
+    lines = (GOLDEN / "ct101.raw.conf").read_text().split("\n[")[0].splitlines()
+    allows = [line for line in lines if line.startswith("lxc.cgroup2.devices.allow:")]
+    assert "lxc.cgroup2.devices.allow: c 510:0 rwm" in allows
+    assert "lxc.cgroup2.devices.allow: c 195:7 rwm" in allows
+    assert not any("*" in line for line in allows), "a whole-major rule would let the guest mknod a withheld GPU"
+    mounts = [line for line in lines if line.startswith("lxc.mount.entry:")]
+    assert "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,create=file 0 0" in mounts
+    assert not any("optional" in line for line in mounts)
+
+
+def test_plain_lxc_keeps_site_mount_and_uses_equals() -> None:
+    out = (GOLDEN / "lxc-guest.hybrid.config").read_text()
+    assert "lxc.mount.entry = /srv/models srv/models none bind,create=dir 0 0" in out.splitlines()
+    assert "lxc.cgroup.devices.allow = c 195:0 rwm" in out.splitlines()
+    assert "lxc.cgroup2" not in out
+    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in (GOLDEN / "lxc-guest.unified.config").read_text()
+
+
+def test_real_capture_nodes() -> None:
+    host = parse_device_nodes(nodes_from_ls(FIXTURE_LS.read_text()))
+    nodes = select_device_nodes(host, resolve_gpu_selection("all", [0]))
+    assert [(n.path, n.major, n.minor) for n in nodes] == [
+        ("/dev/nvidia0", 195, 0),
+        ("/dev/nvidiactl", 195, 255),
+        ("/dev/nvidia-uvm", 238, 0),
+        ("/dev/nvidia-uvm-tools", 238, 1),
+        ("/dev/nvidia-caps/nvidia-cap1", 241, 1),
+        ("/dev/nvidia-caps/nvidia-cap2", 241, 2),
+    ]
+    entries = render_raw(nodes)
+    assert ("lxc.cgroup2.devices.allow", "c 238:1 rwm") in entries
+
+
+def test_withheld_gpu_is_not_passed() -> None:
+    nodes = select_device_nodes(rtx_host(), [0, 2], include_caps=False)
+    assert [n.path for n in nodes] == [
+        "/dev/nvidia0",
+        "/dev/nvidia2",
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+    ]
+
+
+def test_gpu_minors_differ_from_indexes() -> None:
+    nodes = select_device_nodes(rtx_host(), [0], gpu_minors={0: 3}, include_caps=False)
+    assert nodes[0].path == "/dev/nvidia3"
+
+
+def test_modeset_only_when_asked() -> None:
+    assert "/dev/nvidia-modeset" not in [n.path for n in select_device_nodes(rtx_host(), [0])]
+    assert "/dev/nvidia-modeset" in [n.path for n in select_device_nodes(rtx_host(), [0], include_modeset=True)]
+
+
+@pytest.mark.parametrize(
+    ("selection", "message"),
+    [
+        ([8], "unknown GPU index 8: the host has GPUs [0, 1, 2, 3, 4, 5, 6, 7]"),
+        ([0, 0], "GPU index 0 is listed twice"),
+        (["x"], "GPU index 'x' is not a non-negative integer"),
+        ([True], "GPU index True is not a non-negative integer"),
+        ("some", "gpus must be 'all' or a list of GPU indexes, got 'some'"),
+        (3, "gpus must be 'all' or a list of GPU indexes, got 3"),
+    ],
+)
+def test_bad_gpu_selection(selection: object, message: str) -> None:
+    with pytest.raises(LxcGpuError) as err:
+        resolve_gpu_selection(selection, list(range(8)))
+    assert str(err.value) == message
+
+
+def test_selection_accepts_strings_and_sorts() -> None:
+    assert resolve_gpu_selection(["3", 1], list(range(8))) == [1, 3]
+    assert resolve_gpu_selection("ALL", [1, 0]) == [0, 1]
+
+
+def test_missing_nodes_are_all_named() -> None:
+    host = dict(rtx_host(gpus=2))
+    del host["/dev/nvidia-uvm"]
+    with pytest.raises(LxcGpuError, match=r"missing on the host: /dev/nvidia3, /dev/nvidia-uvm$"):
+        select_device_nodes(host, [0, 3])
+
+
+def test_gpu_node_with_wrong_major() -> None:
+    host = dict(rtx_host(gpus=1))
+    host["/dev/nvidia0"] = DeviceNode("/dev/nvidia0", 236, 0)
+    with pytest.raises(LxcGpuError, match="/dev/nvidia0 has major 236 but /dev/nvidiactl has 195"):
+        select_device_nodes(host, [0])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"path": "/dev/nvidia0", "major": 195}, {"path": "/dev/sda", "major": 8, "minor": 0}, {"path": "/dev/nvidia0"}],
+)
+def test_bad_device_node_entries(bad: dict) -> None:
+    with pytest.raises(LxcGpuError):
+        parse_device_nodes([bad])
+
+
+MOUNTS_HYBRID = """\
+tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
+cgroup /sys/fs/cgroup/devices cgroup rw,nosuid,nodev,noexec,relatime,devices 0 0
+"""
+MOUNTS_LEGACY = "cgroup /sys/fs/cgroup/devices cgroup rw,relatime,devices 0 0\n"
+MOUNTS_UNIFIED = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
+
+
+@pytest.mark.parametrize(
+    ("mounts", "layout", "key"),
+    [
+        (MOUNTS_HYBRID, "hybrid", "lxc.cgroup.devices.allow"),
+        (MOUNTS_LEGACY, "legacy", "lxc.cgroup.devices.allow"),
+        (MOUNTS_UNIFIED, "unified", "lxc.cgroup2.devices.allow"),
+    ],
+)
+def test_cgroup_layout(mounts: str, layout: str, key: str) -> None:
+    assert cgroup_layout(mounts) == layout
+    assert cgroup_devices_key(layout) == key
+
+
+def test_cgroup_layout_unknown() -> None:
+    with pytest.raises(LxcGpuError, match="cannot tell the cgroup layout"):
+        cgroup_layout("proc /proc proc rw 0 0\n")
+    with pytest.raises(LxcGpuError, match="unknown cgroup layout 'v3'"):
+        cgroup_devices_key("v3")
+
+
+def test_render_native_with_gid_and_bad_mode() -> None:
+    node = DeviceNode("/dev/nvidia0", 195, 0)
+    assert render_native([node], [4], gid=44) == [("dev4", "/dev/nvidia0,gid=44,mode=0666")]
+    with pytest.raises(LxcGpuError, match="device mode '999'"):
+        render_native([node], [0], mode="999")
+
+
+def test_render_validators() -> None:
+    with pytest.raises(LxcGpuError, match="shm size 'lots'"):
+        render_shm("lots")
+    with pytest.raises(LxcGpuError, match="memlock limit 'infinite'"):
+        limit_entries("infinite", "1024")
+    with pytest.raises(LxcGpuError, match="cgroup key 'lxc.cgroup3.devices.allow'"):
+        render_raw([], "lxc.cgroup3.devices.allow")
+
+
+def test_native_slots_exhausted() -> None:
+    text = "".join(f"dev{i}: /dev/dri/renderD{128 + i}\n" for i in range(254))
+    nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
+    with pytest.raises(LxcGpuError, match="4 devN entries needed but only 2 of dev0..dev255 are free"):
+        plan_config(text, style="proxmox", nodes=nodes)
+
+
+def test_switching_passthrough_replaces_the_other_flavour() -> None:
+    native = (GOLDEN / "ct101.native.conf").read_text()
+    raw = (GOLDEN / "ct101.raw.conf").read_text()
+    assert _plan(native, style="proxmox", passthrough="raw", settings=PVE_SETTINGS) == raw
+    assert _plan(raw, style="proxmox", passthrough="native", settings=PVE_SETTINGS) == native
+
+
+def test_fewer_gpus_removes_stale_lines() -> None:
+    raw = (GOLDEN / "ct101.raw.conf").read_text()
+    nodes = select_device_nodes(rtx_host(), [1], include_caps=False)
+    out, _ = plan_config(raw, style="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
+    assert "/dev/nvidia0 " not in out.split("\n[")[0]
+    assert "c 195:0 rwm" not in out
+    assert "c 511:1 rwm" not in out
+    assert "dev/shm" not in out
+    assert "lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,create=file 0 0" in out
+
+
+def test_duplicate_setting_lines_collapse() -> None:
+    out = merge_config("cores: 2\ncores: 4\n", "proxmox", [], [("cores", "8")], owned_predicate([]))
+    assert out == "cores: 8\n"
+
+
+def test_merge_rejects_bad_input() -> None:
+    with pytest.raises(LxcGpuError, match="unknown config style 'yaml'"):
+        merge_config("", "yaml", [], [], owned_predicate([]))
+    with pytest.raises(LxcGpuError, match="setting 'cores' given twice"):
+        merge_config("", "proxmox", [], [("cores", "1"), ("cores", "2")], owned_predicate([]))
+    with pytest.raises(LxcGpuError, match="unknown passthrough 'vfio'"):
+        plan_config("", style="proxmox", nodes=[], passthrough="vfio")
+
+
+def test_empty_config_gets_sorted_pve_layout() -> None:
+    nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
+    out, _ = plan_config("", style="proxmox", nodes=nodes, settings=[("memory", "1024"), ("arch", "amd64")])
+    assert out.splitlines() == [
+        "arch: amd64",
+        "dev0: /dev/nvidia0,mode=0666",
+        "dev1: /dev/nvidiactl,mode=0666",
+        "dev2: /dev/nvidia-uvm,mode=0666",
+        "dev3: /dev/nvidia-uvm-tools,mode=0666",
+        "memory: 1024",
+    ]
