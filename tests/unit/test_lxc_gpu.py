@@ -276,14 +276,14 @@ def test_render_validators() -> None:
         render_shm("lots")
     with pytest.raises(LxcGpuError, match="memlock limit 'infinite'"):
         limit_entries("infinite", "1024")
-    with pytest.raises(LxcGpuError, match="cgroup key 'lxc.cgroup3.devices.allow'"):
+    with pytest.raises(LxcGpuError, match=re.escape("cgroup key 'lxc.cgroup3.devices.allow'")):
         render_raw([], "lxc.cgroup3.devices.allow")
 
 
 def test_native_slots_exhausted() -> None:
     text = "".join(f"dev{i}: /dev/dri/renderD{128 + i}\n" for i in range(254))
     nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
-    with pytest.raises(LxcGpuError, match="4 devN entries needed but only 2 of dev0..dev255 are free"):
+    with pytest.raises(LxcGpuError, match=re.escape("4 devN entries needed but only 2 of dev0..dev255 are free")):
         plan_config(text, style="proxmox", nodes=nodes)
 
 
