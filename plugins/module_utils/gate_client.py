@@ -518,8 +518,11 @@ class LoadClient:
             ) from None
         return proto
 
-    async def run_trial(self, requests: int, concurrency: int | None = None) -> TrialResult:
-        """Send ``requests`` requests at fixed concurrency; measure the steady-state window."""
+    async def run_trial(self, requests: int, concurrency: int | None = None, measure: bool = True) -> TrialResult:
+        """Send ``requests`` requests at fixed concurrency; measure the steady-state window.
+
+        With ``measure=False`` (warmup) a missing steady-state window is not an error.
+        """
         conc = min(concurrency or self.concurrency, requests)
         if requests < 1:
             raise GateInputError(f"requests must be >= 1, got {requests}")
@@ -573,7 +576,7 @@ class LoadClient:
             window_s = 0.0
             window_tokens = 0
             events_rate = 0.0
-            if not meter.errors:
+            if measure and not meter.errors:
                 meter.errors[
                     "no steady-state window (every worker must get a token before the first one runs out "
                     "of requests): raise requests_per_trial"
