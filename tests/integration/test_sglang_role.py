@@ -1,0 +1,349 @@
+"""Role sglang on localhost against real SGLang wheels (installed without dependencies).
+
+Driven with ansible-runner: the `patch` entry point on an unpacked wheel, and the whole role
+installing from a local wheelhouse into a temporary sglang_root. Files are compared by sha256.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import ansible_runner
+import pytest
+from integration.sglang_wheels import ENABLED_UPSTREAM, PATCH_NEEDED, WHEEL_DIR, install_wheel, wheel_path
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import LAYOUTS, inspect_sglang
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_RUNNER = next(layout.relpath for layout in LAYOUTS if layout.name == "model_runner")
+
+# Runs the `patch` entry point once per case; a case that fails has its message recorded
+# (the harness's rescue), so one playbook run covers several cases.
+PATCH_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run each case
+      ansible.builtin.include_tasks: case.yml
+      loop: "{{ cases }}"
+      loop_control:
+        loop_var: case
+"""
+
+CASE_TASKS = """
+- name: Case {{ case.name }}
+  block:
+    - name: Patch entry point
+      ansible.builtin.include_role:
+        name: gpufleet.sglang.sglang
+        tasks_from: patch
+      vars:
+        sglang_patch_site_packages: "{{ case.site }}"
+        sglang_patch_record_dir: "{{ case.record }}"
+        sglang_autotune_backends: "{{ case.backends | default(['flashinfer_cutlass']) }}"
+        sglang_extra_patches: "{{ case.extra | default([]) }}"
+    - name: Record the outcome
+      ansible.builtin.copy:
+        content: "{{ {'ok': true, 'state': __sglang_patch_state} | to_json }}"
+        dest: "{{ case.out }}"
+        mode: "0644"
+      check_mode: false
+      changed_when: false
+  rescue:
+    - name: Record the failure
+      ansible.builtin.copy:
+        content: "{{ {'ok': false, 'msg': ansible_failed_result.msg} | to_json }}"
+        dest: "{{ case.out }}"
+        mode: "0644"
+      check_mode: false
+      changed_when: false
+"""
+
+ROLE_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpufleet.sglang.sglang
+  post_tasks:
+    - name: Show sglang_facts
+      ansible.builtin.copy:
+        content: "{{ sglang_facts | to_nice_json }}"
+        dest: "{{ facts_out }}"
+        mode: "0644"
+      check_mode: false
+      changed_when: false
+"""
+
+
+class Run:
+    def __init__(self, runner: ansible_runner.Runner):
+        self.rc = runner.rc
+        self.changed = runner.stats.get("changed", {}).get("localhost", 0) if runner.stats else None
+        self.output = runner.stdout.read()
+
+
+def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, diff: bool = False) -> Run:
+    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
+    (pdd / "project").mkdir(parents=True)
+    (pdd / "project" / "play.yml").write_text(text)
+    (pdd / "project" / "case.yml").write_text(CASE_TASKS)
+    cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd),
+        playbook="play.yml",
+        inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
+        extravars=extravars,
+        cmdline=cmdline or None,
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+            "ANSIBLE_NOCOLOR": "1",
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        },
+        quiet=True,
+    )
+    return Run(runner)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def case(tmp_path: Path, name: str, site: Path, **more) -> dict:
+    return {
+        "name": name,
+        "site": str(site),
+        "record": str(tmp_path / f"record-{name}"),
+        "out": str(tmp_path / f"outcome-{name}.json"),
+        **more,
+    }
+
+
+def outcome(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / f"outcome-{name}.json").read_text())
+
+
+EXTRA_OK = """--- a/sglang/version.py
++++ b/sglang/version.py
+@@ -1,3 +1,4 @@
++# gpufleet extra patch
+ try:
+     from sglang._version import __version__, __version_tuple__
+ except ImportError:
+"""
+
+EXTRA_BAD = EXTRA_OK.replace("from sglang._version import", "from sglang.not_the_context import")
+
+
+def test_patch_enables_commented_backend_and_is_idempotent(tmp_path):
+    template = tmp_path / "extra.patch.j2"
+    template.write_text(EXTRA_OK)
+    sites, originals, cases = {}, {}, []
+    for version in PATCH_NEEDED:
+        sites[version] = install_wheel(version, tmp_path / version)
+        before = inspect_sglang(str(sites[version]))
+        assert "flashinfer_cutlass" in before["commented_backends"]
+        assert "flashinfer_cutlass" not in before["autotuned_backends"]
+        originals[version] = (sites[version] / MODEL_RUNNER).read_text(encoding="utf-8").splitlines()
+        cases.append(case(tmp_path, version, sites[version], extra=[{"name": "marker", "template": str(template)}]))
+
+    first = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    assert first.rc == 0, first.output
+    patched = {}
+    for version, site in sites.items():
+        assert outcome(tmp_path, version) == {"ok": True, "state": "patched"}, first.output
+        after = inspect_sglang(str(site))
+        assert after["version"] == version
+        assert "flashinfer_cutlass" in after["autotuned_backends"]
+        assert "flashinfer_cutlass" not in after["commented_backends"]
+        assert after["autotune_file_pristine"] is False
+        now = (site / MODEL_RUNNER).read_text(encoding="utf-8").splitlines()
+        changed = [d for d in difflib.unified_diff(originals[version], now, lineterm="", n=0) if d[:1] in "+-"]
+        # exactly one line changed: the commented entry, uncommented in place
+        assert changed[2:] == ['-            # "flashinfer_cutlass",', '+            "flashinfer_cutlass",']
+        kept = (tmp_path / f"record-{version}" / "flashinfer-autotune.patch").read_text()
+        assert kept.startswith(f"--- a/{MODEL_RUNNER}\n+++ b/{MODEL_RUNNER}\n@@ -")
+        assert (site / "sglang/version.py").read_text().startswith("# gpufleet extra patch\ntry:\n")
+        patched[version] = sha(site / MODEL_RUNNER)
+
+    second = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    assert second.rc == 0, second.output
+    assert second.changed == 0, second.output
+    for version, site in sites.items():
+        assert f"flashinfer_cutlass autotune already patched in SGLang {version}" in second.output
+        assert sha(site / MODEL_RUNNER) == patched[version]
+        assert (site / "sglang/version.py").read_text().count("# gpufleet extra patch") == 1
+
+
+def test_enabled_upstream_changes_nothing(tmp_path):
+    sites = {v: install_wheel(v, tmp_path / v) for v in ENABLED_UPSTREAM}
+    files = {v: Path(inspect_sglang(str(site))["autotune_file"]) for v, site in sites.items()}
+    originals = {v: sha(f) for v, f in files.items()}
+    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, v, site) for v, site in sites.items()]})
+    assert run.rc == 0, run.output
+    assert run.changed == 0, run.output
+    for version in ENABLED_UPSTREAM:
+        assert outcome(tmp_path, version) == {"ok": True, "state": "enabled_upstream"}
+        assert f"flashinfer_cutlass autotune enabled upstream in SGLang {version}" in run.output
+        assert sha(files[version]) == originals[version]
+        assert not (tmp_path / f"record-{version}").exists()
+
+
+def test_check_diff_shows_patch_and_changes_nothing(tmp_path):
+    site = install_wheel("0.5.8", tmp_path / "site")
+    original = sha(site / MODEL_RUNNER)
+    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, "check", site)]}, check=True, diff=True)
+    assert run.rc == 0, run.output
+    assert outcome(tmp_path, "check") == {"ok": True, "state": "would_patch"}
+    assert '+-            # "flashinfer_cutlass",' in run.output
+    assert '++            "flashinfer_cutlass",' in run.output
+    assert sha(site / MODEL_RUNNER) == original
+    assert not (tmp_path / "record-check").exists()
+
+
+def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
+    cases, targets = [], {}
+
+    # unknown layout: the decision function renamed
+    site = install_wheel("0.5.12.post1", tmp_path / "unknown")
+    target = site / MODEL_RUNNER
+    target.write_text(target.read_text(encoding="utf-8").replace("_should_run_flashinfer_autotune", "_decide_tuning"))
+    cases.append(case(tmp_path, "unknown", site))
+    targets["unknown"] = target
+
+    # corrupted context: CRLF line ends make the dry-run fail
+    site = install_wheel("0.5.8", tmp_path / "crlf")
+    target = site / MODEL_RUNNER
+    target.write_bytes(target.read_bytes().replace(b"\n", b"\r\n"))
+    cases.append(case(tmp_path, "crlf", site))
+    targets["crlf"] = target
+
+    # applies but verifies wrong: an entry commented without its comma before another entry;
+    # uncommented, Python joins the two strings, so the verify fails and the file is restored
+    site = install_wheel("0.5.8", tmp_path / "verify")
+    target = site / MODEL_RUNNER
+    text = target.read_text(encoding="utf-8").replace('            # "flashinfer_cutlass",\n', "")
+    text = text.replace(
+        '            "flashinfer_mxfp4",\n', '            # "flashinfer_cutlass"\n            "flashinfer_mxfp4",\n'
+    )
+    target.write_text(text, encoding="utf-8")
+    assert inspect_sglang(str(site))["commented_backends"] == ["flashinfer_cutlass"]
+    cases.append(case(tmp_path, "verify", site))
+    targets["verify"] = target
+
+    # a wanted backend that is neither active nor commented
+    site = install_wheel("0.5.8", tmp_path / "absent")
+    cases.append(case(tmp_path, "absent", site, backends=["flashinfer_bogus"]))
+    targets["absent"] = site / MODEL_RUNNER
+
+    # an extra patch whose context does not match
+    site = install_wheel("0.5.13", tmp_path / "extra")
+    template = tmp_path / "bad.patch.j2"
+    template.write_text(EXTRA_BAD)
+    cases.append(case(tmp_path, "extra", site, extra=[{"name": "bad", "template": str(template)}]))
+    targets["extra"] = site / "sglang/version.py"
+
+    originals = {name: sha(path) for name, path in targets.items()}
+    run = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    assert run.rc == 0, run.output
+    got = {name: outcome(tmp_path, name) for name in targets}
+    assert not any(o["ok"] for o in got.values()), got
+    for name, path in targets.items():
+        assert sha(path) == originals[name], (name, got[name])
+
+    assert "unknown SGLang autotune layout" in got["unknown"]["msg"]
+    assert "SGLang 0.5.12.post1" in got["unknown"]["msg"]
+    assert "sglang/srt/model_executor/runner/base_runner.py" in got["unknown"]["msg"]
+
+    assert "patch flashinfer-autotune does not apply to SGLang 0.5.8" in got["crlf"]["msg"]
+    assert "Nothing was changed" in got["crlf"]["msg"]
+    assert "sha256 is unchanged" in got["crlf"]["msg"]
+
+    assert "flashinfer_cutlassflashinfer_mxfp4" in got["verify"]["msg"]
+    assert "Restored the files it touched from backups" in got["verify"]["msg"]
+    assert "sha256 is unchanged" in got["verify"]["msg"]
+
+    assert "cannot enable the FlashInfer autotune for flashinfer_bogus" in got["absent"]["msg"]
+    assert "SGLang 0.5.8" in got["absent"]["msg"]
+    assert "flashinfer_cutlass" in got["absent"]["msg"]
+
+    assert "patch bad does not apply to SGLang 0.5.13" in got["extra"]["msg"]
+
+
+# ---- the whole role, installing from a local wheelhouse -----------------------------------
+
+
+def role_vars(tmp_path: Path, version: str, **more) -> dict:
+    wheel_path(version)  # make sure the wheelhouse has it
+    return {
+        "sglang_root": str(tmp_path / "opt-sglang"),
+        "sglang_source": "wheelhouse",
+        "sglang_wheelhouse": str(WHEEL_DIR),
+        "sglang_version": version,
+        "sglang_python": sys.executable,
+        "sglang_pip_extra_args": ["--no-deps"],
+        "facts_out": str(tmp_path / "facts.json"),
+        **more,
+    }
+
+
+def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
+    root = tmp_path / "opt-sglang"
+
+    check = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"), check=True)
+    assert check.rc == 0, check.output
+    assert "is not installed yet" in check.output
+    assert not root.exists()
+
+    first = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
+    assert first.rc == 0, first.output
+    facts = json.loads((tmp_path / "facts.json").read_text())
+    assert facts["version"] == "0.5.12.post1"
+    assert facts["layout"] == "model_runner"
+    assert facts["patch_state"] == "patched"
+    assert "flashinfer_cutlass" in facts["autotuned_backends"]
+    release = Path(facts["release_dir"])
+    assert release.parent == root / "releases"
+    assert release.name.startswith("sglang-0.5.12.post1-")
+    assert os.readlink(root / "current") == str(release)
+    assert Path(facts["venv_python"]).is_file()
+    assert (release / "gpufleet.env").read_text().splitlines()[-1] == "FLASHINFER_CUDA_ARCH_LIST=12.0f"
+    manifest = json.loads((release / "gpufleet-release.json").read_text())
+    assert manifest["patch_state"] == "patched"
+    assert manifest["patches"] == ["flashinfer-autotune"]
+    on_disk = inspect_sglang(facts["site_packages"])
+    assert "flashinfer_cutlass" in on_disk["autotuned_backends"]
+
+    second = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
+    assert second.rc == 0, second.output
+    assert second.changed == 0, second.output
+
+    third = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.13"))
+    assert third.rc == 0, third.output
+    new = json.loads((tmp_path / "facts.json").read_text())
+    assert new["patch_state"] == "enabled_upstream"
+    assert os.readlink(root / "current") == new["release_dir"]
+    assert os.readlink(root / "previous") == str(release)
+    assert new["previous_release_dir"] == str(release)
+
+
+def test_role_refuses_too_old_python(tmp_path):
+    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_python_min_version="9.0"))
+    assert run.rc != 0
+    assert f"{sys.executable} on localhost is Python" in run.output
+    assert "needs Python >= 9.0" in run.output
+    assert not (tmp_path / "opt-sglang").exists()
+
+
+def test_role_rejects_bad_input(tmp_path):
+    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_source="svn"))
+    assert run.rc != 0
+    assert "sglang_source" in run.output
+    assert "svn" in run.output
