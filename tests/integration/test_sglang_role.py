@@ -288,7 +288,7 @@ def role_vars(tmp_path: Path, version: str, **more) -> dict:
         "sglang_wheelhouse": str(WHEEL_DIR),
         "sglang_version": version,
         "sglang_python": sys.executable,
-        "sglang_pip_extra_args": ["--no-deps"],
+        "sglang_pip_extra_args": ["--no-deps", "--no-compile"],
         "facts_out": str(tmp_path / "facts.json"),
         **more,
     }
