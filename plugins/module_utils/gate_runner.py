@@ -156,6 +156,35 @@ def wait_ready(p: GateParams) -> dict[str, object]:
     return info
 
 
+_ROW = "{:<8} {:<22} {:>11} {:>11} {:>8} {:>9} {}"
+SUMMARY_HEADER = _ROW.format("verdict", "reason", "tok/s", "baseline", "delta%", "p", "gpu power")
+
+
+def summary_row(result: dict[str, object]) -> str:
+    """One line of the play-end summary table (columns of :data:`SUMMARY_HEADER`)."""
+
+    def cell(value: object, fmt: str = "{}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    tele = result.get("telemetry") or {}
+    gpus = tele.get("gpus") or [] if isinstance(tele, dict) else []
+    pcts = [g["avg_power_pct_of_limit"] for g in gpus if g.get("avg_power_pct_of_limit") is not None]
+    power = f"{sum(pcts) / len(pcts):.1f}% of limit avg, {len(gpus)} GPUs" if pcts else "n/a"
+    if isinstance(tele, dict) and tele.get("under_use"):
+        power += " UNDER-USE"
+    if isinstance(tele, dict) and tele.get("throttled"):
+        power += " THROTTLED"
+    return _ROW.format(
+        str(result.get("verdict", "unknown")).upper(),
+        result.get("reason", ""),
+        cell(result.get("median_output_tokens_per_s"), "{:.1f}"),
+        cell(result.get("baseline_median"), "{:.1f}"),
+        cell(result.get("delta_pct"), "{:+.1f}"),
+        cell(result.get("p_value"), "{:.4f}"),
+        power,
+    )
+
+
 def _trial_record(n: int, r: TrialResult, valid: bool, reason: str, rerun: bool) -> dict[str, object]:
     rec = {"n": n, "valid": valid, "invalid_reason": reason, "extra_round": rerun}
     rec.update(r.as_dict())

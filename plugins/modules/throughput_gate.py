@@ -1,0 +1,303 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-  # noqa: UP009
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: throughput_gate
+short_description: Measure an SGLang server's output tokens/s and fail on a statistically sound regression
+version_added: "0.1.0"
+description:
+  - Waits until the server answers C(GET /health_generate) with 200 (a real one-token generation;
+    503 while FlashInfer JIT-compiles and autotunes), within O(ready_timeout).
+  - Sends O(warmup_requests) requests of the benchmark's shape and discards them.
+  - Runs O(trials) trials. A trial sends O(requests_per_trial) streaming requests at a fixed
+    O(concurrency) (closed loop, one HTTP/1.1 keep-alive connection per stream, no pool cap, no
+    per-line size limit, RLIMIT_NOFILE raised). Requests are native C(POST /generate) with
+    C(input_ids) of O(input_len) tokens, C(ignore_eos) and C(max_new_tokens=output_len), or
+    C(POST /v1/completions) with C(stream_options.include_usage). Tokens are the server's own
+    counts (C(meta_info.completion_tokens), C(usage.completion_tokens)), never events.
+  - A trial's output tokens/s is measured over its steady-state window, from the moment every
+    stream has its first token until the first stream runs out of requests.
+  - A trial with request errors (HTTP status, an error event, malformed events, a dropped connection,
+    a timeout), a token count other than O(output_len), or a GPU slowed by heat or hardware is
+    invalid; it is retried (up to O(max_invalid_trials)) and never counted as a regression.
+  - "Decision: FAIL iff median(current) < median(baseline) x (1 - O(tolerance)) and a one-sided
+    Mann-Whitney test (exact) gives p < O(alpha); PASS if the drop is within the tolerance or
+    clearly not significant (p >= 0.5); otherwise UNKNOWN, which runs one extra round of O(trials)
+    trials and decides again on all of them. A baseline of fewer than 5 trials gives no statistical
+    verdict (reason C(baseline_insufficient), a pass). The floor O(min_output_tokens_per_s) fails on its own."
+  - With O(telemetry), one C(nvidia-smi --query-gpu=... -lms) loop samples all GPUs during the trials;
+    the result reports per-GPU power against the enforced limit, utilization, SM clock,
+    temperature, clock-event reasons and energy; average power under 50% of the limit is flagged
+    C(under_use).
+  - Runs on the target and uses the Python standard library only.
+author:
+  - gpufleet.sglang contributors
+options:
+  url:
+    description: Base URL of the SGLang server (C(http://) only).
+    type: str
+    default: http://127.0.0.1:30000
+  api:
+    description: V(native) for C(/generate) or V(openai) for C(/v1/completions).
+    type: str
+    choices: [native, openai]
+    default: native
+  model:
+    description: Model name sent to the OpenAI API (required with O(api=openai)); informational for V(native).
+    type: str
+    default: ""
+  api_key:
+    description: Sent as C(Authorization Bearer) when set (the server's C(--api-key)).
+    type: str
+  concurrency:
+    description: Number of concurrent streams (closed loop). 2,048 and more work; RLIMIT_NOFILE is raised.
+    type: int
+    default: 64
+  requests_per_trial:
+    description: Requests per trial; at least O(concurrency).
+    type: int
+    default: 256
+  input_len:
+    description: Prompt length in tokens (synthetic token ids, unique per request so prefix caching cannot help).
+    type: int
+    default: 1024
+  output_len:
+    description: Output tokens per request (C(max_new_tokens) with C(ignore_eos)).
+    type: int
+    default: 256
+  warmup_requests:
+    description: Requests sent and discarded before the trials (0 for none).
+    type: int
+    default: 64
+  trials:
+    description: Valid trials to measure (5 or more for a statistical verdict).
+    type: int
+    default: 5
+  baseline:
+    description:
+      - Output tokens/s of earlier valid trials (the baseline).
+      - Empty or fewer than 5 values give no statistical verdict.
+    type: list
+    elements: float
+    default: []
+  tolerance:
+    description: Allowed drop of the median as a fraction (0.10 = 10%).
+    type: float
+    default: 0.10
+  alpha:
+    description: Significance level of the one-sided Mann-Whitney test.
+    type: float
+    default: 0.05
+  min_output_tokens_per_s:
+    description: Absolute floor for the median output tokens/s (0 = none).
+    type: float
+    default: 0
+  ready_timeout:
+    description: Seconds to wait for C(/health_generate) to answer 200 (JIT and autotune take many minutes).
+    type: float
+    default: 1800
+  request_timeout:
+    description: Seconds a request may go without any response data before it counts as an error.
+    type: float
+    default: 300
+  telemetry:
+    description: Sample GPUs with nvidia-smi during the trials. If nvidia-smi cannot be found the result says so.
+    type: bool
+    default: true
+  nvidia_smi_path:
+    description: nvidia-smi executable (a name looked up in PATH, or a path).
+    type: str
+    default: nvidia-smi
+  telemetry_interval_ms:
+    description: nvidia-smi C(-lms) sampling interval.
+    type: int
+    default: 200
+  max_invalid_trials:
+    description: Invalid trials tolerated (and retried) before the gate fails as unable to measure; default O(trials).
+    type: int
+  fail_on_unknown:
+    description: Fail when the verdict is still UNKNOWN after the extra round.
+    type: bool
+    default: true
+notes:
+  - Check mode sends nothing and reports the plan in RV(plan).
+  - The module never changes the target; RV(changed) is always false.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Gate a deployed server against the stored baseline
+  gpufleet.sglang.throughput_gate:
+    url: http://127.0.0.1:30000
+    concurrency: 64
+    requests_per_trial: 256
+    input_len: 1024
+    output_len: 256
+    trials: 5
+    baseline: [3712.4, 3740.9, 3751.0, 3733.2, 3745.6]
+    tolerance: 0.10
+    min_output_tokens_per_s: 3000
+  register: gate
+
+- name: OpenAI API with a key, no telemetry
+  gpufleet.sglang.throughput_gate:
+    url: http://10.0.0.5:30000
+    api: openai
+    model: zai-org/GLM-5-NVFP4
+    api_key: "{{ vault_sglang_api_key }}"
+    telemetry: false
+"""
+
+RETURN = r"""
+verdict:
+  description: V(pass), V(fail) or V(unknown) (not measured, invalid trials, check mode, or inconclusive).
+  returned: always
+  type: str
+reason:
+  description: >-
+    Why: V(within_tolerance), V(not_significant), V(regression), V(below_floor), V(inconclusive),
+    V(baseline_insufficient), V(no_baseline), V(invalid_trials), V(not_ready), V(error), V(check_mode).
+  returned: always
+  type: str
+trials:
+  description: Every trial run, valid or not, with C(output_tokens_per_s), C(request_throughput), C(ttft_ms)
+    and C(itl_ms) percentiles, C(events), C(errors), C(valid), C(invalid_reason), C(extra_round).
+  returned: always
+  type: list
+  elements: dict
+valid_trial_values:
+  description: Output tokens/s of the valid trials (what a new baseline stores).
+  returned: when measured
+  type: list
+  elements: float
+median_output_tokens_per_s:
+  description: Median output tokens/s of the valid trials.
+  returned: always
+  type: float
+baseline_median:
+  description: Median of O(baseline), null without one.
+  returned: always
+  type: float
+delta_pct:
+  description: (current median - baseline median) / baseline median x 100.
+  returned: always
+  type: float
+p_value:
+  description: One-sided Mann-Whitney p-value (current smaller than baseline); null without a baseline.
+  returned: always
+  type: float
+extra_round:
+  description: Whether the UNKNOWN verdict triggered the extra round of trials.
+  returned: always
+  type: bool
+invalid_trials:
+  description: Number of invalid trials (retried, not counted).
+  returned: always
+  type: int
+telemetry:
+  description: Per-GPU summary (C(gpus[]) with C(avg_power_w), C(power_limit_w), C(avg_power_pct_of_limit),
+    C(avg_utilization_pct), C(avg_sm_clock_mhz), C(clock_event_reasons), C(throttled), C(energy_j), C(under_use)),
+    plus C(available), C(under_use), C(throttled), C(energy_j).
+  returned: always
+  type: dict
+ready:
+  description: Seconds waited for readiness (C(waited_s)) and the server's C(version) from C(/server_info).
+  returned: when the server became ready
+  type: dict
+summary_row:
+  description: The host's line of the role's summary table (verdict, reason, tok/s, baseline, delta, p, GPU power).
+  returned: always
+  type: str
+plan:
+  description: What the gate would run (endpoint, shape, trials, telemetry command).
+  returned: always
+  type: dict
+msg:
+  description: The verdict in one sentence with baseline median, current median, delta %, p-value and telemetry.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import GateInputError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
+    GateParams,
+    plan,
+    run_gate,
+    summary_row,
+    validate,
+)
+
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+    "api": {"type": "str", "choices": ["native", "openai"], "default": "native"},
+    "model": {"type": "str", "default": ""},
+    "api_key": {"type": "str", "no_log": True},
+    "concurrency": {"type": "int", "default": 64},
+    "requests_per_trial": {"type": "int", "default": 256},
+    "input_len": {"type": "int", "default": 1024},
+    "output_len": {"type": "int", "default": 256},
+    "warmup_requests": {"type": "int", "default": 64},
+    "trials": {"type": "int", "default": 5},
+    "baseline": {"type": "list", "elements": "float", "default": []},
+    "tolerance": {"type": "float", "default": 0.10},
+    "alpha": {"type": "float", "default": 0.05},
+    "min_output_tokens_per_s": {"type": "float", "default": 0},
+    "ready_timeout": {"type": "float", "default": 1800},
+    "request_timeout": {"type": "float", "default": 300},
+    "telemetry": {"type": "bool", "default": True},
+    "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
+    "telemetry_interval_ms": {"type": "int", "default": 200},
+    "max_invalid_trials": {"type": "int"},
+    "fail_on_unknown": {"type": "bool", "default": True},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = GateParams(**module.params)
+    try:
+        validate(params)
+    except GateInputError as exc:
+        module.fail_json(msg=f"throughput_gate: {exc}", verdict="unknown", reason="error")
+    the_plan = plan(params)
+    if module.check_mode:
+        module.exit_json(
+            changed=False,
+            verdict="unknown",
+            reason="check_mode",
+            plan=the_plan,
+            trials=[],
+            summary_row=summary_row({"verdict": "unknown", "reason": "check_mode"}),
+            msg="check mode: nothing sent; see plan",
+        )
+    try:
+        failed, message, result = run_gate(params)
+    except Exception as exc:  # never a traceback: name the failure and stop the play
+        module.fail_json(
+            msg=f"throughput_gate: unexpected error while measuring {params.url}: {exc!r}", verdict="unknown"
+        )
+    result["plan"] = the_plan
+    result["summary_row"] = summary_row(result)
+    if result.get("telemetry", {}).get("under_use"):
+        module.warn("GPU under-use: average power below 50% of the limit during load (see telemetry)")
+    if result.get("reason") == "baseline_insufficient":
+        module.warn(f"baseline has {len(params.baseline)} trials (< 5): no statistical verdict")
+    if failed:
+        module.fail_json(msg=message, changed=False, **result)
+    module.exit_json(msg=message, changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

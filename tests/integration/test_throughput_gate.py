@@ -1,0 +1,440 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""throughput_gate module and role, driven by ansible-runner against localhost.
+
+The server is tests/standins/sglang_api.py (an SGLang HTTP stand-in) on a random loopback port;
+GPUs are tests/standins/nvidia-smi replaying an RTX PRO 6000 profile, with a state file that sets
+power and clock-event reasons. Loads are small and bounded (a few hundred requests per run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import ansible_runner
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
+NVIDIA_SMI = REPO / "tests" / "standins" / "nvidia-smi"
+PROFILE = REPO / "tests" / "standins" / "nvidia" / "profiles" / "rtxpro6000-8gpu.json"
+
+# small and fast: 8 streams, 16 requests of 32 tokens per trial
+SHAPE = {
+    "concurrency": 8,
+    "requests_per_trial": 16,
+    "input_len": 32,
+    "output_len": 32,
+    "warmup_requests": 8,
+    "trials": 5,
+    "ready_timeout": 20,
+    "request_timeout": 10,
+}
+RATE = 2000.0
+
+MODULE_PLAY = """
+- name: Gate
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run the throughput gate
+      gpufleet.sglang.throughput_gate: "{{ gate_args }}"
+      register: gate
+"""
+
+ROLE_PLAY = """
+- name: Gate with the role
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpufleet.sglang.throughput_gate
+"""
+
+
+class StandIn:
+    """The SGLang stand-in in its own process on a random loopback port."""
+
+    def __init__(self, tmp_path: Path, *flags: str, **env: str) -> None:
+        port_file = tmp_path / f"port-{time.monotonic_ns()}"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
+        full_env.update(env)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(STANDIN),
+                *("--model-path", "test/model", "--host", "127.0.0.1", "--port", "0"),
+                *("--port-file", str(port_file), "--enable-metrics", *flags),
+            ],
+            env=full_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"stand-in did not start: {self.proc.stderr.read().decode()}")
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def generation_tokens(self) -> float:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith("sglang:generation_tokens_total"):
+                    return float(line.rsplit(" ", 1)[1])
+        raise AssertionError("stand-in /metrics has no sglang:generation_tokens_total")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def standin(tmp_path):
+    started: list[StandIn] = []
+
+    def start(*flags: str, **env: str) -> StandIn:
+        s = StandIn(tmp_path, *flags, **env)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+class Result:
+    def __init__(self, runner: ansible_runner.Runner, task: str) -> None:
+        self.rc = runner.rc
+        self.output = runner.stdout.read()
+        self.res: dict = {}
+        for ev in runner.events:
+            data = ev.get("event_data", {})
+            if data.get("task") == task and ev.get("event") in ("runner_on_ok", "runner_on_failed"):
+                self.res = data.get("res", {})
+        self.debug_msgs = [
+            ev["event_data"]["res"].get("msg")
+            for ev in runner.events
+            if ev.get("event") == "runner_on_ok"
+            and ev.get("event_data", {}).get("task_action") == "ansible.builtin.debug"
+        ]
+
+
+def run_play(tmp_path: Path, text: str, extravars: dict, task: str, *, check: bool = False, env=None) -> Result:
+    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
+    (pdd / "project").mkdir(parents=True)
+    (pdd / "project" / "play.yml").write_text(text)
+    envvars = {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILE),
+    }
+    envvars.update(env or {})
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd),
+        playbook="play.yml",
+        inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
+        extravars=extravars,
+        cmdline="--check" if check else None,
+        envvars=envvars,
+        quiet=True,
+    )
+    return Result(runner, task)
+
+
+def gate(tmp_path: Path, url: str, *, check: bool = False, env=None, **args) -> Result:
+    gate_args = {"url": url, "telemetry": False, **SHAPE, **args}
+    return run_play(tmp_path, MODULE_PLAY, {"gate_args": gate_args}, "Run the throughput gate", check=check, env=env)
+
+
+def measured_baseline(tmp_path: Path, url: str) -> list[float]:
+    first = gate(tmp_path, url)
+    assert first.rc == 0, first.output
+    assert first.res["reason"] == "no_baseline"
+    values = first.res["valid_trial_values"]
+    assert len(values) == 5
+    return values
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_passes_at_baseline_speed_and_fails_at_80_percent(tmp_path, standin):
+    fast = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    baseline = measured_baseline(tmp_path, fast.url)
+    # the measurement follows the configured rate (the stand-in is the ground truth)
+    assert abs(sorted(baseline)[2] - RATE) / RATE < 0.05, baseline
+
+    same = gate(tmp_path, fast.url, baseline=baseline)
+    assert same.rc == 0, same.output
+    assert same.res["verdict"] == "pass"
+    assert same.res["reason"] in ("within_tolerance", "not_significant")
+    assert same.res["p_value"] is not None
+
+    fast.stop()
+    slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.8))
+    regressed = gate(tmp_path, slow.url, baseline=baseline)
+    assert regressed.rc != 0, regressed.output
+    assert regressed.res["verdict"] == "fail"
+    assert regressed.res["reason"] == "regression"
+    assert -25 < regressed.res["delta_pct"] < -15
+    assert regressed.res["p_value"] < 0.05
+    msg = regressed.res["msg"]
+    for needle in ("baseline median", "current median", "delta", "p-value", "telemetry"):
+        assert needle in msg, msg
+
+
+def test_floor_fails_without_baseline(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    r = gate(tmp_path, server.url, min_output_tokens_per_s=RATE * 2)
+    assert r.rc != 0
+    assert r.res["reason"] == "below_floor"
+    assert "min_output_tokens_per_s" in r.res["msg"]
+
+
+def test_short_baseline_gives_no_statistical_verdict(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    r = gate(tmp_path, server.url, baseline=[RATE * 3, RATE * 3, RATE * 3])
+    assert r.rc == 0, r.output
+    assert r.res["reason"] == "baseline_insufficient"
+    assert "without a statistical verdict" in r.res["msg"]
+
+
+def test_openai_api_with_api_key(tmp_path, standin):
+    server = standin("--api-key", "s3cret", STANDIN_TOKENS_PER_S=str(RATE))
+    wrong = gate(tmp_path, server.url, api="openai", model="test/model", api_key="nope")
+    assert wrong.rc != 0
+    assert wrong.res["reason"] == "invalid_trials"
+    assert "HTTP 401" in wrong.res["msg"]
+    right = gate(tmp_path, server.url, api="openai", model="test/model", api_key="s3cret")
+    assert right.rc == 0, right.output
+    assert abs(right.res["median_output_tokens_per_s"] - RATE) / RATE < 0.05
+    assert "s3cret" not in right.output
+
+
+# --------------------------------------------------------------------------- faults: never a false PASS
+
+FAULTS = {
+    "http500": "HTTP 500",
+    "midstream_error": "server sent an error event",
+    "malformed_sse": "malformed event",
+    "short_tokens": "wrong token count",
+    "drop_connection": "connection closed by the server",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_fault_fails_clearly(tmp_path, standin, fault):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE), STANDIN_FAULT=fault)
+    r = gate(tmp_path, server.url, baseline=[RATE] * 5, max_invalid_trials=1)
+    assert r.rc != 0, r.output
+    assert r.res["verdict"] != "pass"
+    assert r.res["reason"] == "invalid_trials"
+    assert FAULTS[fault] in r.res["msg"], r.res["msg"]
+    assert "Traceback" not in r.output
+
+
+def test_one_bad_trial_is_retried_not_counted(tmp_path, standin):
+    # the 3rd trial's first request gets a mid-stream error; the trial is retried
+    after = SHAPE["warmup_requests"] + 2 * SHAPE["requests_per_trial"]
+    server = standin(
+        STANDIN_TOKENS_PER_S=str(RATE),
+        STANDIN_FAULT="midstream_error",
+        STANDIN_FAULT_AFTER=str(after),
+        STANDIN_FAULT_COUNT="1",
+    )
+    r = gate(tmp_path, server.url, baseline=[RATE] * 5)
+    assert r.rc == 0, r.output
+    assert r.res["verdict"] == "pass"
+    assert r.res["invalid_trials"] == 1
+    assert len(r.res["valid_trial_values"]) == 5
+    assert [t["valid"] for t in r.res["trials"]].count(False) == 1
+
+
+def test_unreachable_server_fails_after_ready_timeout(tmp_path, standin):
+    server = standin()
+    server.stop()  # the port is now closed
+    r = gate(tmp_path, server.url, ready_timeout=2)
+    assert r.rc != 0
+    assert r.res["reason"] == "not_ready"
+    assert "not ready after 2s" in r.res["msg"]
+
+
+def test_waits_for_startup(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE), STANDIN_STARTUP_DELAY_S="2")
+    r = gate(tmp_path, server.url, ready_timeout=20)
+    assert r.rc == 0, r.output
+    assert r.res["ready"]["waited_s"] >= 1.0
+    assert r.res["ready"]["version"] == "0.5.23"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ({"url": "http://[::1"}, "is not a valid URL"),
+        ({"url": "https://127.0.0.1:1"}, "only http://"),
+        ({"concurrency": 0}, "concurrency must be >= 1"),
+        ({"requests_per_trial": 4}, "requests_per_trial (4) must be >= concurrency (8)"),
+        ({"tolerance": 1.5}, "tolerance must be in [0, 1)"),
+        ({"api": "openai"}, "api=openai needs model"),
+        ({"baseline": [100, -1]}, "baseline[1] must be a positive number"),
+        ({"api": "grpc"}, "value of api must be one of"),
+    ],
+)
+def test_bad_input_is_named(tmp_path, args, needle):
+    r = gate(tmp_path, args.pop("url", "http://127.0.0.1:9"), **args)
+    assert r.rc != 0
+    assert needle in r.res["msg"], r.res["msg"]
+
+
+def test_check_mode_sends_nothing(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    r = gate(tmp_path, server.url, check=True)
+    assert r.rc == 0, r.output
+    assert r.res["reason"] == "check_mode"
+    assert r.res["plan"]["endpoint"].endswith("/generate (stream)")
+    assert server.generation_tokens() == 0
+
+
+# --------------------------------------------------------------------------- telemetry
+
+
+def _state(tmp_path: Path, **values) -> str:
+    path = tmp_path / "smi-state.json"
+    path.write_text(json.dumps({"gpus": {"*": values}}))
+    return str(path)
+
+
+def test_telemetry_flags_under_use(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    env = {"STANDIN_NVIDIA_SMI_STATE": _state(tmp_path, power_draw_instant_w=250.0, utilization_gpu=97)}
+    r = gate(tmp_path, server.url, telemetry=True, nvidia_smi_path=str(NVIDIA_SMI), env=env)
+    assert r.rc == 0, r.output
+    tele = r.res["telemetry"]
+    assert tele["available"]
+    assert len(tele["gpus"]) == 8
+    assert tele["under_use"]
+    assert tele["gpus"][0]["avg_power_w"] == 250.0
+    assert tele["gpus"][0]["power_limit_w"] == 600.0
+    assert tele["gpus"][0]["energy_j"] > 0
+    assert "UNDER-USE" in r.res["msg"]
+
+    busy = {"STANDIN_NVIDIA_SMI_STATE": _state(tmp_path, power_draw_instant_w=560.0, utilization_gpu=99)}
+    r2 = gate(tmp_path, server.url, telemetry=True, nvidia_smi_path=str(NVIDIA_SMI), env=busy)
+    assert r2.rc == 0, r2.output
+    assert not r2.res["telemetry"]["under_use"]
+
+
+def test_thermal_throttling_makes_trials_invalid(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    env = {"STANDIN_NVIDIA_SMI_STATE": _state(tmp_path, power_draw_instant_w=590.0, clocks_event_reasons="0x40")}
+    r = gate(tmp_path, server.url, telemetry=True, nvidia_smi_path=str(NVIDIA_SMI), env=env, max_invalid_trials=1)
+    assert r.rc != 0
+    assert r.res["reason"] == "invalid_trials"
+    assert "GPU throttled: hw_thermal_slowdown" in r.res["msg"]
+
+
+def test_missing_nvidia_smi_is_reported(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    r = gate(tmp_path, server.url, telemetry=True, nvidia_smi_path="/nonexistent/nvidia-smi")
+    assert r.rc == 0, r.output
+    assert r.res["telemetry"]["available"] is False
+    assert "not found" in r.res["telemetry"]["reason"]
+
+
+# --------------------------------------------------------------------------- role
+
+
+def role_vars(tmp_path: Path, url: str, **more) -> dict:
+    v = {f"throughput_gate_{k}": val for k, val in SHAPE.items()}
+    v.update(
+        throughput_gate_url=url,
+        throughput_gate_baseline_dir=str(tmp_path / "baselines"),
+        throughput_gate_telemetry=False,
+        throughput_gate_model="test/model",
+        sglang_server_profile="glm5-tp8",
+        sglang_facts={"version": "0.5.23"},
+        nvidia_driver_facts={"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}]},
+    )
+    v.update(more)
+    return v
+
+
+def test_role_baseline_history_and_summary(tmp_path, standin):
+    fast = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    task = "Run the throughput gate"
+    first = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, fast.url), task)
+    assert first.rc == 0, first.output
+    files = sorted((tmp_path / "baselines").iterdir())
+    names = [f.name for f in files]
+    key = "localhost__test_model__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
+    assert names == [f"{key}.history.jsonl", f"{key}.json"], names
+    baseline_path = tmp_path / "baselines" / f"{key}.json"
+    stored = json.loads(baseline_path.read_text())
+    assert len(stored["trials"]) == 5
+    assert stored["sglang_version"] == "0.5.23"
+    summary = [m for m in first.debug_msgs if isinstance(m, list) and m and m[0].startswith("host")]
+    assert summary, first.output
+    assert "PASS" in summary[0][1]
+    assert "no_baseline" in summary[0][1]
+
+    second = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, fast.url), task)
+    assert second.rc == 0, second.output
+    assert second.res["reason"] in ("within_tolerance", "not_significant")
+    assert json.loads(baseline_path.read_text()) == stored  # not replaced without update_baseline
+
+    fast.stop()
+    slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.8))
+    third = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, slow.url, throughput_gate_update_baseline=True), task)
+    assert third.rc != 0, third.output
+    assert third.res["verdict"] == "fail"
+    summary = [m for m in third.debug_msgs if isinstance(m, list) and m and m[0].startswith("host")]
+    assert summary, third.output
+    assert "FAIL" in summary[0][1]
+    assert "regression" in summary[0][1]
+    # a failed run never replaces the baseline, even with update_baseline
+    assert json.loads(baseline_path.read_text()) == stored
+    history = [json.loads(line) for line in (tmp_path / "baselines" / f"{key}.history.jsonl").read_text().splitlines()]
+    assert [h["verdict"] for h in history] == ["pass", "pass", "fail"]
+    assert history[2]["failed"] is True
+
+    # update_baseline from a passing run replaces it
+    fourth = run_play(
+        tmp_path,
+        ROLE_PLAY,
+        role_vars(tmp_path, slow.url, throughput_gate_update_baseline=True, throughput_gate_tolerance=0.5),
+        task,
+    )
+    assert fourth.rc == 0, fourth.output
+    assert json.loads(baseline_path.read_text())["trials"] == fourth.res["valid_trial_values"]
+
+
+def test_role_check_mode_writes_nothing(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), "Run the throughput gate", check=True)
+    assert r.rc == 0, r.output
+    assert r.res["reason"] == "check_mode"
+    assert not (tmp_path / "baselines").exists()
+    assert server.generation_tokens() == 0
+
+
+def test_role_rejects_corrupt_baseline(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    base = tmp_path / "baselines"
+    base.mkdir()
+    key = "localhost__test_model__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
+    (base / f"{key}.json").write_text(json.dumps({"trials": ["fast", 1]}))
+    r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), "Check the stored baseline")
+    assert r.rc != 0
+    assert "is not a throughput_gate baseline" in r.output

@@ -1,0 +1,291 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SSE parsing (native cumulative, native incremental, OpenAI with usage) and the client's
+HTTP/chunked/SSE state machine fed byte streams cut at every position."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+
+import pytest
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
+    SSEError,
+    cheap_completion_tokens,
+    reconstruct,
+    split_events,
+)
+
+
+def native_events(n: int, incremental: bool, interval: int = 1) -> list[bytes]:
+    words = [f" w{i}" for i in range(n)]
+    ids = list(range(1000, 1000 + n))
+    out = []
+    sent = 0
+    for k in range(1, n + 1):
+        if not (k == 1 or k % interval == 0 or k == n):
+            continue
+        a = sent if incremental else 0
+        final = k == n
+        meta = {
+            "id": "r1",
+            "finish_reason": {"type": "length", "length": n} if final else None,
+            "prompt_tokens": 4,
+            "completion_tokens": k,
+            "cached_tokens": 0,
+        }
+        out.append(json.dumps({"text": "".join(words[a:k]), "output_ids": ids[a:k], "meta_info": meta}).encode())
+        sent = k
+    return out
+
+
+def openai_events(n: int, usage: bool = True) -> list[bytes]:
+    out = []
+    for k in range(n):
+        chunk = {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": f" w{k}", "finish_reason": "length" if k == n - 1 else None}],
+            "usage": None,
+        }
+        out.append(json.dumps(chunk).encode())
+    if usage:
+        out.append(
+            json.dumps(
+                {
+                    "id": "cmpl-1",
+                    "choices": [],
+                    "usage": {"prompt_tokens": 4, "completion_tokens": n, "total_tokens": n + 4},
+                }
+            ).encode()
+        )
+    return out
+
+
+def sse(payloads: list[bytes]) -> bytes:
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads) + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+@pytest.mark.parametrize("interval", [1, 3])
+def test_native_streams_reconstruct(incremental, interval):
+    buf = bytearray(sse(native_events(10, incremental, interval)))
+    payloads = split_events(buf)
+    assert buf == b""
+    r = reconstruct(payloads, "native", incremental=incremental)
+    assert r["completion_tokens"] == 10
+    assert r["text"] == "".join(f" w{i}" for i in range(10))
+    assert r["output_ids"] == list(range(1000, 1010))
+    assert r["finish_reason"] == {"type": "length", "length": 10}
+    assert r["events"] == len(native_events(10, incremental, interval))
+
+
+def test_wrong_mode_is_detected():
+    payloads = split_events(bytearray(sse(native_events(6, incremental=True))))
+    with pytest.raises(SSEError, match=r"cumulative text shrank|output_ids but completion_tokens"):
+        reconstruct(payloads, "native", incremental=False)
+    payloads = split_events(bytearray(sse(native_events(6, incremental=False))))
+    with pytest.raises(SSEError, match="output_ids but completion_tokens"):
+        reconstruct(payloads, "native", incremental=True)
+
+
+def test_openai_usage():
+    r = reconstruct(split_events(bytearray(sse(openai_events(5)))), "openai")
+    assert r["completion_tokens"] == 5
+    assert r["text"] == " w0 w1 w2 w3 w4"
+    with pytest.raises(SSEError, match="include_usage"):
+        reconstruct(split_events(bytearray(sse(openai_events(5, usage=False)))), "openai")
+
+
+def test_split_keeps_partial_event_and_has_no_line_limit():
+    big = b'{"text":"' + b"x" * 5_000_000 + b'","meta_info":{"completion_tokens":3}}'
+    buf = bytearray(b"data: " + big[:1000])
+    assert split_events(buf) == []
+    buf += big[1000:] + b"\n\n: keepalive comment\n\nevent: x\ndata: [DONE]\n\n"
+    out = split_events(buf)
+    assert out == [big, b"[DONE]"]
+    assert cheap_completion_tokens(out[0]) == 3
+
+
+def test_garbage_is_not_an_event():
+    with pytest.raises(SSEError, match="not a server-sent event"):
+        split_events(bytearray(b"<html>502 Bad Gateway</html>\n\n"))
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b'{"meta_info":{"completion_tokens":17,"x":1}}', 17),
+        (b'{"meta_info":{"completion_tokens": 17}}', 17),
+        (b'{"text":"\\"completion_tokens\\": 99","meta_info":{"completion_tokens":2}}', 2),
+        (b'{"usage":null}', None),
+        (b'{"usage":{"completion_tokens":null}}', None),
+    ],
+)
+def test_cheap_completion_tokens(payload, expected):
+    assert cheap_completion_tokens(payload) == expected
+
+
+def test_cheap_completion_tokens_rejects_truncated():
+    with pytest.raises(SSEError, match="malformed event"):
+        cheap_completion_tokens(b'{"meta_info": {"completion_tokens": ')
+
+
+def test_error_events_and_bad_json():
+    with pytest.raises(SSEError, match="server sent an error event: boom"):
+        reconstruct([b'{"error": {"message": "boom"}}', b"[DONE]"], "native")
+    with pytest.raises(SSEError, match="not JSON"):
+        reconstruct([b'{"text": "a', b"[DONE]"], "native")
+    with pytest.raises(SSEError, match=r"without data: \[DONE\]"):
+        reconstruct([b'{"text": "a"}'], "native")
+
+
+# --------------------------------------------------------------------------- client state machine
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def chunked(body: bytes, sizes: list[int]) -> bytes:
+    out = b""
+    i = 0
+    k = 0
+    while i < len(body):
+        n = sizes[k % len(sizes)]
+        out += b"%x\r\n" % len(body[i : i + n]) + body[i : i + n] + b"\r\n"
+        i += n
+        k += 1
+    return out + b"0\r\n\r\n"
+
+
+def response(body: bytes, sizes: list[int]) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    return head + chunked(body, sizes)
+
+
+def feed(raw: bytes, cut: int, api: str = "native", expected: int = 10) -> gate_client.Meter:
+    async def go() -> gate_client.Meter:
+        meter = gate_client.Meter(concurrency=1, expected_tokens=expected)
+        conn = gate_client._Conn(meter, gate_client.Shape(api, "m", 4, expected))
+        conn.transport = FakeTransport()  # type: ignore[assignment]
+        fut = conn.send(b"GET / HTTP/1.1\r\n\r\n", True)
+        for i in range(0, len(raw), cut):
+            conn.data_received(raw[i : i + cut])
+        assert fut.done(), "response not complete"
+        return meter
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("cut", [1, 2, 7, 64, 100_000])
+@pytest.mark.parametrize("incremental", [False, True])
+def test_client_counts_server_tokens_at_any_cut(cut, incremental):
+    raw = response(sse(native_events(10, incremental, interval=3)), [50, 7, 300])
+    meter = feed(raw, cut)
+    assert meter.errors == {}
+    assert meter.tokens == 10
+    assert meter.completed == 1
+    assert meter.events == len(native_events(10, incremental, interval=3))
+    assert meter.window_start is not None  # the single worker's first token opened the window
+    assert len(meter.ttft) == 1
+
+
+@pytest.mark.parametrize("cut", [1, 13, 100_000])
+def test_client_openai_usage(cut):
+    meter = feed(response(sse(openai_events(10)), [40]), cut, api="openai")
+    assert meter.errors == {}
+    assert meter.tokens == 10
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (
+            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 28\r\n\r\n" + b'{"error":{"message":"oops"}}',
+            "HTTP 500",
+        ),
+        (response(sse([b'{"error": {"message": "CUDA error"}}']), [1000]), "server sent an error event: CUDA error"),
+        (response(sse(native_events(10, False))[:-16], [1000]), "stream ended without data: [DONE]"),
+        (response(sse(native_events(5, False)), [1000]), "wrong token count: asked for 10"),
+        (response(b'data: {"meta_info": {"completion_tokens": \n\ndata: [DONE]\n\n', [1000]), "malformed event"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "bad chunked encoding"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP/1.x response"),
+    ],
+)
+def test_client_errors_are_named(raw, needle):
+    async def go() -> gate_client.Meter:
+        meter = gate_client.Meter(concurrency=1, expected_tokens=10)
+        conn = gate_client._Conn(meter, gate_client.Shape("native", "m", 4, 10))
+        conn.transport = FakeTransport()  # type: ignore[assignment]
+        fut = conn.send(b"x", True)
+        conn.data_received(raw)
+        if not fut.done():
+            conn.connection_lost(None)
+        assert fut.done()
+        return meter
+
+    meter = asyncio.run(go())
+    assert meter.abort
+    assert any(needle in m for m in meter.errors), meter.errors
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("127.0.0.1:30000", "only http://"),
+        ("http://", "has no host"),
+        ("http://h:99999", "not a valid URL"),
+        ("http://h:1/?q=1", "must not have a query"),
+    ],
+)
+def test_bad_urls(url, needle):
+    with pytest.raises(gate_client.GateInputError, match=needle.replace("?", r"\?")):
+        gate_client.Target.from_url(url)
+
+
+def body_of(request: bytes) -> bytes:
+    return request.split(b"\r\n\r\n", 1)[1]
+
+
+def test_target_and_request_shape():
+    t = gate_client.Target.from_url("http://10.0.0.5:31000/prefix/")
+    assert (t.host, t.port, t.base_path) == ("10.0.0.5", 31000, "/prefix")
+    req = gate_client.build_request(t, gate_client.Shape("native", "m", 8, 16, api_key="k"), serial=3)
+    head, body = req.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"POST /prefix/generate HTTP/1.1")
+    assert b"authorization: Bearer k" in head
+    obj = json.loads(body)
+    assert len(obj["input_ids"]) == 8
+    assert obj["sampling_params"] == {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0.0}
+    other = json.loads(
+        gate_client.build_request(t, gate_client.Shape("native", "m", 8, 16), serial=4).split(b"\r\n\r\n")[1]
+    )
+    assert other["input_ids"][0] != obj["input_ids"][0]  # no shared prefix between requests
+    oai = json.loads(
+        gate_client.build_request(t, gate_client.Shape("openai", "m", 8, 16), serial=1).split(b"\r\n\r\n")[1]
+    )
+    assert oai["stream_options"]["include_usage"] is True
+    assert oai["max_tokens"] == 16
+
+
+def test_raise_nofile_names_the_hard_limit(monkeypatch):
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (1024, 4096))
+    with pytest.raises(gate_client.GateInputError, match="hard RLIMIT_NOFILE is 4096"):
+        gate_client.raise_nofile(10_000)
+    calls = []
+    monkeypatch.setattr(resource, "setrlimit", lambda r, v: calls.append(v))
+    assert gate_client.raise_nofile(2048)["soft"] == 2048 + 128
+    assert calls == [(2048 + 128, 4096)]
