@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -272,10 +273,12 @@ def test_unreachable_server_fails_after_ready_timeout(tmp_path, standin):
 
 
 def test_waits_for_startup(tmp_path, standin):
-    server = standin(STANDIN_TOKENS_PER_S=str(RATE), STANDIN_STARTUP_DELAY_S="2")
-    r = gate(tmp_path, server.url, ready_timeout=20)
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE), STANDIN_STARTUP_DELAY_S="10")
+    with pytest.raises(urllib.error.HTTPError, match="503"):
+        urllib.request.urlopen(server.url + "/health_generate", timeout=5)
+    r = gate(tmp_path, server.url, ready_timeout=30)
     assert r.rc == 0, r.output
-    assert r.res["ready"]["waited_s"] >= 1.0
+    assert r.res["ready"]["waited_s"] >= 2.0
     assert r.res["ready"]["version"] == "0.5.23"
 
 
