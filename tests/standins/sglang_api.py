@@ -323,7 +323,7 @@ class Engine:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 else:
-                    if delay < -0.25:
+                    if delay < -1.0:  # too far behind (stalled): restart the schedule
                         next_t = now
                     await asyncio.sleep(0)
             else:

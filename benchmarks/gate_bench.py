@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark of the throughput gate (not a test). Prints three figures:
+
+(a) client ceiling: SSE events/s and tokens/s that the gate's client (one process, one core)
+    drives against tests/standins/sglang_api.py (its own process, no token-rate limit), at
+    concurrency 256 and 2,048. Also events per second of client CPU time, which is what one core
+    sustains when the machine is shared. Target: >= 100,000 events/s at 2,048.
+(b) accuracy: measured vs configured tok/s of the stand-in at 1k, 5k and 20k tok/s (target +-2%).
+(c) decision quality over simulated gates: false-fail rate at 3% trial noise with a 10% tolerance
+    (target <= 1%) and detection of a 15% drop (target >= 99%), with the gate's own decision code
+    including the extra round on UNKNOWN (an UNKNOWN that remains counts as a failure).
+
+Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c] [--gates 200]
+Loopback only; every run is bounded in requests and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "collections"))
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
+    LoadClient,
+    Shape,
+    raise_nofile,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import decide
+
+STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
+
+
+class StandIn:
+    def __init__(self, rate: float, *flags: str) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        port_file = Path(self.tmp.name) / "port"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
+        env["STANDIN_TOKENS_PER_S"] = str(rate)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(STANDIN), "--model-path", "bench/model", "--port", "0", "--port-file", str(port_file)]
+            + list(flags),
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("stand-in did not start")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
+
+    def cpu_s(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+        self.tmp.cleanup()
+
+
+def ceiling(quick: bool) -> None:
+    print("(a) client ceiling against the stand-in without a rate limit (stand-in and client: one process each)")
+    print(
+        f"    {'concurrency':>11} {'events':>9} {'events/s':>10} {'tok/s':>10} {'client cpu':>10} "
+        f"{'events/cpu-s':>12} {'stand-in cpu':>12}"
+    )
+    for conc in (256, 2048):
+        raise_nofile(conc)
+        server = StandIn(0)
+        try:
+            out_len = 128 if quick else 256
+            client = LoadClient(server.url, Shape("native", "", 16, out_len), conc, 120)
+            requests = conc * (2 if quick else 3)
+            asyncio.run(client.run_trial(min(requests, 256), min(conc, 256), measure=False))  # warm up
+            s0 = server.cpu_s()
+            c0 = time.process_time()
+            r = asyncio.run(client.run_trial(requests))
+            cpu = time.process_time() - c0
+            s1 = server.cpu_s()
+        finally:
+            server.stop()
+        if r.errors:
+            print(f"    {conc:>11} errors: {r.errors}")
+            continue
+        print(
+            f"    {conc:>11} {r.events:>9} {r.events_per_s:>10.0f} {r.output_tokens_per_s:>10.0f} "
+            f"{cpu:>9.2f}s {r.events / cpu:>12.0f} {s1 - s0:>11.2f}s"
+        )
+    print("    events/s and tok/s over the steady-state window (wall clock); events/cpu-s = events / client CPU time")
+
+
+def accuracy(quick: bool) -> None:
+    print("(b) accuracy: measured vs configured tok/s (concurrency 64, 3 trials, median)")
+    print(f"    {'configured':>10} {'measured':>10} {'error':>8}  trials")
+    for rate in (1000.0, 5000.0, 20000.0):
+        server = StandIn(rate)
+        try:
+            out_len = 128
+            seconds = 2.0 if quick else 4.0
+            requests = max(128, int(rate * seconds / out_len))
+            requests = max(64, requests - requests % 64)
+            client = LoadClient(server.url, Shape("native", "", 16, out_len), 64, 60)
+            asyncio.run(client.run_trial(64, 64, measure=False))
+            values = []
+            for _ in range(3):
+                r = asyncio.run(client.run_trial(requests))
+                if r.errors:
+                    raise SystemExit(f"accuracy run failed: {r.errors}")
+                values.append(r.output_tokens_per_s)
+        finally:
+            server.stop()
+        med = sorted(values)[1]
+        print(
+            f"    {rate:>10.0f} {med:>10.1f} {(med - rate) / rate * 100:>+7.2f}%  "
+            + ", ".join(f"{v:.0f}" for v in values)
+        )
+
+
+def simulated_gate(rng: random.Random, true_ratio: float, noise: float, tolerance: float, trials: int = 5) -> str:
+    base = [1000.0 * (1 + rng.gauss(0, noise)) for _ in range(trials)]
+    cur = [1000.0 * true_ratio * (1 + rng.gauss(0, noise)) for _ in range(trials)]
+    d = decide(cur, base, tolerance=tolerance, alpha=0.05)
+    if d.verdict == "unknown":  # the gate's extra round
+        cur += [1000.0 * true_ratio * (1 + rng.gauss(0, noise)) for _ in range(trials)]
+        d = decide(cur, base, tolerance=tolerance, alpha=0.05)
+    return d.verdict
+
+
+def decisions(gates: int) -> None:
+    print(
+        f"(c) decision quality, {gates} simulated gates each (5 baseline + 5 current trials, gaussian noise,"
+        " alpha 0.05, tolerance 10%)"
+    )
+    rng = random.Random(20261130)
+    for label, ratio in (("no change, 3% noise", 1.0), ("15% drop, 3% noise", 0.85)):
+        verdicts = [simulated_gate(rng, ratio, 0.03, 0.10) for _ in range(gates)]
+        fails = verdicts.count("fail") + verdicts.count("unknown")
+        print(
+            f"    {label:<22} fail {verdicts.count('fail'):>4}  unknown {verdicts.count('unknown'):>3}  "
+            f"pass {verdicts.count('pass'):>4}  -> fail rate {fails / gates * 100:.2f}%"
+        )
+    big = 20000
+    rng = random.Random(1)
+    ff = sum(simulated_gate(rng, 1.0, 0.03, 0.10) != "pass" for _ in range(big))
+    det = sum(simulated_gate(rng, 0.85, 0.03, 0.10) == "fail" for _ in range(big))
+    print(f"    over {big} gates: false-fail {ff / big * 100:.3f}%, detection {det / big * 100:.2f}%")
+    rng = random.Random(2)
+    ff = sum(simulated_gate(rng, 0.95, 0.03, 0.10) != "pass" for _ in range(big))
+    print(f"    (a 5% drop, within tolerance, fails in {ff / big * 100:.2f}% of {big} gates)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="shorter runs")
+    ap.add_argument("--only", default="a,b,c", help="which parts: a,b,c")
+    ap.add_argument("--gates", type=int, default=200)
+    args = ap.parse_args()
+    parts = set(args.only.split(","))
+    print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, Python {sys.version.split()[0]}")
+    if "a" in parts:
+        ceiling(args.quick)
+    if "b" in parts:
+        accuracy(args.quick)
+    if "c" in parts:
+        decisions(args.gates)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
