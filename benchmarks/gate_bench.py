@@ -50,8 +50,14 @@ class StandIn:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
         env["STANDIN_TOKENS_PER_S"] = str(rate)
         self.proc = subprocess.Popen(
-            [sys.executable, str(STANDIN), "--model-path", "bench/model", "--port", "0", "--port-file", str(port_file)]
-            + list(flags),
+            [
+                sys.executable,
+                str(STANDIN),
+                *("--model-path", "bench/model", "--port", "0"),
+                "--port-file",
+                str(port_file),
+                *flags,
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
         )
