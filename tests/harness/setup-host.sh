@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prepares this machine to run the test hosts: Podman (runc runtime, ulimits within the
+# machine's limits), debootstrap, LXC, GNU patch and dpkg-dev. Idempotent; safe to re-run.
+set -euo pipefail
+
+need=()
+for pair in podman:podman runc:runc debootstrap:debootstrap lxc-create:lxc patch:patch \
+            dpkg-scanpackages:dpkg-dev; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
+done
+if ((${#need[@]})); then
+  echo "harness: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${need[@]}" uidmap slirp4netns fuse-overlayfs >/dev/null
+fi
+
+conf=/etc/containers/containers.conf
+want='# managed by gpufleet tests/harness/setup-host.sh
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
+
+[engine]
+runtime = "runc"
+'
+if [[ "$(cat "$conf" 2>/dev/null)" != "$want" ]]; then
+  mkdir -p /etc/containers
+  printf '%s' "$want" > "$conf"
+  echo "harness: wrote $conf (runtime runc: crun refuses this hybrid-cgroup host)"
+fi

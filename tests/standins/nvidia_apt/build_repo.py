@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Stand-in for NVIDIA's CUDA apt repository (developer.download.nvidia.com/compute/cuda/repos).
+
+What it stands in for: the signed, flat apt repository that NVIDIA publishes per distro and
+architecture (``repos/debian12/x86_64/`` with ``Packages``, ``Release``, ``InRelease`` at its
+root), and the packages our roles install from it, under their real names and version strings:
+
+- ``cuda-keyring`` (the repository key plus ``/etc/apt/sources.list.d/cuda-<distro>-<arch>.list``)
+- ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms`` (open / proprietary kernel modules)
+- ``nvidia-driver-cuda``, ``libcuda1``, ``nvidia-persistenced``, ``nvidia-modprobe`` (userspace)
+- ``cuda-toolkit-13-0``, ``cuda-toolkit-12-8`` (the toolkit with ``nvcc``)
+
+What differs from the real thing, and why: no kernel module can be built or loaded in a test
+container, so the kernel-module packages write the text the real module exposes in
+``/proc/driver/nvidia/version`` to ``/var/lib/gpufleet-standin/proc/driver/nvidia/version`` (and a
+``/proc/devices`` capture beside it); tests point the roles' ``*_proc_*_path`` variables there.
+``nvidia-smi`` is the replaying stand-in from ``tests/standins/nvidia-smi``; ``nvcc`` prints the
+real ``nvcc --version`` text. The repository is signed with a throw-away key made at build time,
+so apt's real signature check runs.
+
+Usage: build_repo.py OUTDIR   (writes OUTDIR/<distro>/x86_64/ for debian12 and debian13)
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STANDINS = HERE.parent
+DISTROS = ("debian12", "debian13")
+ARCH = "amd64"
+NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+STATE = "/var/lib/gpufleet-standin"
+
+# Driver versions in the stand-in repository. Two of them, so that a role which does not pin
+# exactly would pick up the newer one: the pin test can fail.
+DRIVER_VERSIONS = ("580.159.04", "590.44.01")
+# (package, version, nvcc release line, nvcc build line)
+TOOLKITS = (
+    ("cuda-toolkit-13-0", "13.0.2-1", "release 13.0, V13.0.88", "cuda_13.0.r13.0/compiler.36424714_0"),
+    ("cuda-toolkit-12-8", "12.8.1-1", "release 12.8, V12.8.93", "cuda_12.8.r12.8/compiler.35583870_0"),
+)
+KEYRING_VERSION = "1.1-1"
+
+
+def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def build_deb(workdir: Path, outdir: Path, name: str, version: str, arch: str, files: dict[str, tuple[str, int]],
+              description: str, depends: str = "", conflicts: str = "", scripts: dict[str, str] | None = None) -> Path:
+    """Build one .deb from a {path: (content, mode)} mapping with dpkg-deb."""
+    root = workdir / f"{name}_{version}"
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "DEBIAN").mkdir(parents=True)
+    for path, (content, mode) in files.items():
+        dest = root / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(content)
+        dest.chmod(mode)
+    control = [
+        f"Package: {name}",
+        f"Version: {version}",
+        f"Architecture: {arch}",
+        "Maintainer: gpufleet test stand-in <standin@gpufleet.invalid>",
+        "Section: multiverse/devel",
+        "Priority: optional",
+    ]
+    if depends:
+        control.append(f"Depends: {depends}")
+    if conflicts:
+        control.append(f"Conflicts: {conflicts}")
+    control.append(f"Description: {description} (gpufleet test stand-in)")
+    (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    for script, body in (scripts or {}).items():
+        path = root / "DEBIAN" / script
+        path.write_text("#!/bin/sh\nset -e\n" + textwrap.dedent(body))
+        path.chmod(0o755)
+    deb = outdir / f"{name}_{version}_{arch}.deb"
+    run("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb), stdout=subprocess.DEVNULL)
+    return deb
+
+
+def proc_version_text(version: str, open_module: bool) -> str:
+    flavour = "NVIDIA UNIX Open Kernel Module for x86_64" if open_module else "NVIDIA UNIX x86_64 Kernel Module"
+    return f"NVRM version: {flavour}  {version}  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Mon Sep 29 19:46:40 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n"
+
+
+PROC_DEVICES = """Character devices:
+  1 mem
+  4 /dev/vc/0
+  4 tty
+  5 /dev/tty
+  5 /dev/console
+  5 /dev/ptmx
+ 10 misc
+ 13 input
+136 pts
+195 nvidia
+195 nvidiactl
+195 nvidia-modeset
+238 nvidia-uvm
+241 nvidia-caps
+242 nvidia-caps-imex-channels
+
+Block devices:
+  7 loop
+259 blkext
+"""
+
+NVIDIA_MODPROBE = r"""#!/bin/sh
+# Stand-in for nvidia-modprobe(1): creates /dev/nvidia-uvm(-tools) (-u) and the
+# /dev/nvidia-caps nodes (-c=N) with the majors the (simulated) /proc/devices names,
+# the way the real setuid helper does after loading nvidia-uvm.
+set -e
+devices=/var/lib/gpufleet-standin/proc/devices
+major() { awk -v n="$1" '$2 == n {print $1; exit}' "$devices"; }
+[ -r "$devices" ] || { echo "nvidia-modprobe: NVIDIA kernel module not loaded" >&2; exit 1; }
+for arg in "$@"; do
+  case "$arg" in
+    -u|--unified-memory)
+      m=$(major nvidia-uvm)
+      [ -e /dev/nvidia-uvm ] || mknod -m 666 /dev/nvidia-uvm c "$m" 0
+      [ -e /dev/nvidia-uvm-tools ] || mknod -m 666 /dev/nvidia-uvm-tools c "$m" 1 ;;
+    -c=*|--nvlink-caps-minor=*)
+      m=$(major nvidia-caps); mkdir -p /dev/nvidia-caps
+      [ -e /dev/nvidia-caps/nvidia-cap1 ] || mknod -m 400 /dev/nvidia-caps/nvidia-cap1 c "$m" 1
+      [ -e /dev/nvidia-caps/nvidia-cap2 ] || mknod -m 444 /dev/nvidia-caps/nvidia-cap2 c "$m" 2 ;;
+  esac
+done
+"""
+
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon (gpufleet test stand-in)
+Wants=syslog.target
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+PERSISTENCED = """#!/bin/sh
+# Stand-in for nvidia-persistenced: stays in the foreground as the real one does with -f.
+exec sleep infinity
+"""
+
+
+def nvcc_script(release: str, build: str) -> str:
+    return f"""#!/bin/sh
+# Stand-in for nvcc: prints the real `nvcc --version` text of this toolkit release.
+case "$1" in
+  --version|-V)
+    echo "nvcc: NVIDIA (R) Cuda compiler driver"
+    echo "Copyright (c) 2005-2025 NVIDIA Corporation"
+    echo "Built on Wed_Aug_20_01:58:59_PM_PDT_2025"
+    echo "Cuda compilation tools, {release}"
+    echo "Build {build}" ;;
+  *) echo "nvcc stand-in: compiling is not simulated" >&2; exit 1 ;;
+esac
+"""
+
+
+def smi_config(version: str) -> str:
+    """The stand-in nvidia-smi's profile for this package: 8 x RTX PRO 6000 at this driver version."""
+    profile = json.loads((STANDINS / "nvidia" / "profiles" / "rtxpro6000-8gpu.json").read_text())
+    profile["driver_version"] = version
+    profile["proc_version_path"] = f"{STATE}/proc/driver/nvidia/version"
+    return json.dumps(profile, indent=2) + "\n"
+
+
+def build_packages(work: Path, pool: Path) -> None:
+    smi = (STANDINS / "nvidia-smi").read_text()
+    for version in DRIVER_VERSIONS:
+        deb_version = f"{version}-1"
+        for name, open_module in (("nvidia-kernel-open-dkms", True), ("nvidia-kernel-dkms", False)):
+            other = "nvidia-kernel-dkms" if open_module else "nvidia-kernel-open-dkms"
+            build_deb(
+                work, pool, name, deb_version, ARCH,
+                {
+                    f"/usr/src/nvidia-{version}/README.standin": ("stand-in kernel module sources\n", 0o644),
+                    f"/usr/share/gpufleet-standin/module-version": (proc_version_text(version, open_module), 0o644),
+                    "/usr/share/gpufleet-standin/proc-devices": (PROC_DEVICES, 0o644),
+                },
+                f"NVIDIA driver {'open ' if open_module else ''}kernel module DKMS package",
+                conflicts=other,
+                scripts={
+                    # the real postinst builds with DKMS; the module is live after modprobe/reboot
+                    "postinst": f"""\
+                        mkdir -p {STATE}/proc/driver/nvidia
+                        cp /usr/share/gpufleet-standin/module-version {STATE}/proc/driver/nvidia/version
+                        cp /usr/share/gpufleet-standin/proc-devices {STATE}/proc/devices
+                        """,
+                    "postrm": f"""\
+                        if [ "$1" = remove ] || [ "$1" = purge ]; then
+                          rm -f {STATE}/proc/driver/nvidia/version {STATE}/proc/devices
+                        fi
+                        """,
+                },
+            )
+        build_deb(work, pool, "libcuda1", deb_version, ARCH,
+                  {f"/usr/lib/x86_64-linux-gnu/libcuda.so.{version}": ("stand-in\n", 0o644)},
+                  "NVIDIA CUDA Driver Library")
+        files = {"/usr/bin/nvidia-smi": (smi, 0o755),
+                 "/etc/gpufleet-standin/nvidia-smi.json": (smi_config(version), 0o644)}
+        build_deb(work, pool, "nvidia-driver-cuda", deb_version, ARCH, files,
+                  "NVIDIA driver CUDA integration components", depends=f"libcuda1 (= {deb_version})")
+        build_deb(work, pool, "nvidia-persistenced", deb_version, ARCH,
+                  {"/usr/bin/nvidia-persistenced": (PERSISTENCED, 0o755),
+                   "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)},
+                  "NVIDIA Persistence Daemon")
+        build_deb(work, pool, "nvidia-modprobe", deb_version, ARCH,
+                  {"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE, 0o755)},
+                  "Load the NVIDIA kernel driver and create device files")
+    for name, version, release, build in TOOLKITS:
+        short = name.removeprefix("cuda-toolkit-").replace("-", ".")
+        build_deb(work, pool, name, version, ARCH,
+                  {f"/usr/local/cuda-{short}/bin/nvcc": (nvcc_script(release, build), 0o755),
+                   f"/usr/local/cuda-{short}/version.json":
+                       (f'{{"cuda": {{"name": "CUDA SDK", "version": "{version.split("-")[0]}"}}}}\n', 0o644)},
+                  f"CUDA Toolkit {short} meta-package")
+
+
+def make_key(gnupghome: Path) -> None:
+    gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run("gpg", "--batch", "--homedir", str(gnupghome), "--quick-gen-key", "--passphrase", "",
+        "gpufleet stand-in CUDA repository <standin@gpufleet.invalid>", "rsa2048", "sign", "never",
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def write_release(repo: Path, gnupghome: Path) -> None:
+    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True,
+                              capture_output=True, text=True).stdout
+    (repo / "Packages").write_text(packages)
+    with gzip.open(repo / "Packages.gz", "wt") as fh:
+        fh.write(packages)
+    lines = ["Origin: NVIDIA", "Label: NVIDIA CUDA (gpufleet test stand-in)", f"Architectures: {ARCH}",
+             "Date: Mon, 30 Nov 2026 00:00:00 UTC", "SHA256:"]
+    for fname in ("Packages", "Packages.gz"):
+        data = (repo / fname).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {fname}")
+    (repo / "Release").write_text("\n".join(lines) + "\n")
+    gpg = ("gpg", "--batch", "--yes", "--homedir", str(gnupghome))
+    run(*gpg, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release"))
+    run(*gpg, "-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release"))
+
+
+def main(outdir: str) -> int:
+    out = Path(outdir).resolve()
+    with tempfile.TemporaryDirectory(prefix="standin-apt-") as tmp:
+        work = Path(tmp)
+        gnupghome = work / "gnupg"
+        make_key(gnupghome)
+        keyring = subprocess.run(["gpg", "--batch", "--homedir", str(gnupghome), "--export"],
+                                 check=True, capture_output=True).stdout
+        pool = work / "pool"
+        pool.mkdir()
+        build_packages(work, pool)
+        staging = out.with_name(out.name + ".new")
+        shutil.rmtree(staging, ignore_errors=True)
+        for distro in DISTROS:
+            repo = staging / distro / "x86_64"
+            repo.mkdir(parents=True)
+            for deb in pool.glob("*.deb"):
+                shutil.copy2(deb, repo / deb.name)
+            key_path = work / "cuda-archive-keyring.gpg"
+            key_path.write_bytes(keyring)
+            build_deb(
+                work, repo, "cuda-keyring", KEYRING_VERSION, "all",
+                {"/usr/share/keyrings/cuda-archive-keyring.gpg": ("", 0o644),
+                 f"/etc/apt/sources.list.d/cuda-{distro}-x86_64.list":
+                     (f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {NVIDIA_URL}/{distro}/x86_64/ /\n",
+                      0o644)},
+                "GPG keyring for the CUDA repository",
+            )
+            # dpkg-deb built the keyring package with an empty key file; put the real key in.
+            _inject_keyring(work, repo / f"cuda-keyring_{KEYRING_VERSION}_all.deb", keyring)
+            write_release(repo, gnupghome)
+        (staging / "cuda-archive-keyring.gpg").write_bytes(keyring)
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(staging, out)
+    print(f"stand-in CUDA apt repository: {out}/{{{','.join(DISTROS)}}}/x86_64")
+    return 0
+
+
+def _inject_keyring(work: Path, deb: Path, keyring: bytes) -> None:
+    root = work / "keyring-unpack"
+    shutil.rmtree(root, ignore_errors=True)
+    run("dpkg-deb", "-R", str(deb), str(root))
+    (root / "usr/share/keyrings/cuda-archive-keyring.gpg").write_bytes(keyring)
+    run("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb), stdout=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: build_repo.py OUTDIR")
+    sys.exit(main(sys.argv[1]))
