@@ -290,8 +290,14 @@ def main(outdir: str) -> int:
             _inject_keyring(work, repo / f"cuda-keyring_{KEYRING_VERSION}_all.deb", keyring)
             write_release(repo, gnupghome)
         (staging / "cuda-archive-keyring.gpg").write_bytes(keyring)
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(staging, out)
+        # Replace what is inside OUTDIR, never OUTDIR itself: running test hosts bind-mount it.
+        out.mkdir(parents=True, exist_ok=True)
+        for entry in staging.iterdir():
+            target = out / entry.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            os.replace(entry, target)
+        staging.rmdir()
     print(f"stand-in CUDA apt repository: {out}/{{{','.join(DISTROS)}}}/x86_64")
     return 0
 
