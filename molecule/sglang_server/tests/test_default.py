@@ -47,9 +47,14 @@ def test_unit_argv(host):
 
 def test_process_user_and_env(host):
     pid = host.run("systemctl show -p MainPID --value sglang-server").stdout.strip()
-    assert host.run(f"ps -o user= -p {pid}").stdout.strip() == "sglang"
+    assert host.run(f"stat -c %U /proc/{pid}").stdout.strip() == "sglang"
+    files = host.run("systemctl show -p EnvironmentFiles --value sglang-server").stdout
+    assert "/etc/sglang/sglang-server.env" in files
+    assert "/etc/sglang/sglang-server.secrets.env" in files
     env = dict(
-        line.split("=", 1) for line in host.file(f"/proc/{pid}/environ").content_string.split("\0") if "=" in line
+        line.split("=", 1)
+        for line in host.file("/etc/sglang/sglang-server.env").content_string.splitlines()
+        if "=" in line and not line.startswith("#")
     )
     assert env["SGLANG_CACHE_DIR"] == "/var/cache/sglang"
     assert env["NCCL_P2P_LEVEL"] == "SYS"
@@ -68,18 +73,23 @@ def test_file_modes(host):
     assert host.file(UNIT).mode == 0o644
 
 
+def get(host, path: str, key: str | None = None):
+    header = f", headers={{'Authorization': 'Bearer {key}'}}" if key else ""
+    script = f"import urllib.request as u; print(u.urlopen(u.Request('http://127.0.0.1:30000{path}'{header})).read().decode())"
+    return host.run(f'python3 -c "{script}"')
+
+
 def test_server_info_reflects_flags(host):
-    info = json.loads(
-        host.run(
-            "python3 -c \"import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:30000/server_info').read().decode())\""
-        ).stdout
-    )
+    result = get(host, "/server_info", "molecule-secret-key")
+    assert result.rc == 0, result.stderr
+    info = json.loads(result.stdout)
     assert info["tp_size"] in (8, "8")
     assert info["attention_backend"] == "triton"
     assert info["moe_runner_backend"] == "flashinfer_cutlass"
     assert info["cuda_graph_backend_decode"] == "disabled"
+    assert info["version"] == "0.5.23"
 
 
 def test_api_key_enforced(host):
-    cmd = "python3 -c \"import urllib.request as u;u.urlopen(u.Request('http://127.0.0.1:30000/v1/models'))\""
-    assert host.run(cmd).rc != 0
+    assert get(host, "/server_info").rc != 0
+    assert get(host, "/health_generate").rc == 0
