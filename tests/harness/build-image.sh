@@ -15,7 +15,8 @@ esac
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 image="localhost/gpufleet-test:$flavour"
-stamp_dir="$repo/.cache/images"
+# machine-level cache: CI runs in a fresh clone, the Podman image store outlives it
+stamp_dir="${GPUFLEET_CACHE:-$HOME/.cache/gpufleet}/images"
 stamp="$stamp_dir/$flavour.stamp"
 digest=$(sha256sum "$0" | cut -c1-16)
 mkdir -p "$stamp_dir"

@@ -1,19 +1,21 @@
 """Real SGLang wheels from PyPI for the sglang tests, downloaded on demand and cached.
 
-Wheels go to <repo>/.cache/wheels (gitignored; `make` may pre-fetch them there). They are
+Wheels go to $GPUFLEET_CACHE/wheels (default ~/.cache/gpufleet/wheels: outside the clone, so a
+fresh clone on the same machine reuses them; `make wheels` pre-fetches them). They are
 installed without dependencies by unpacking them, which is all the sglang tests need: the
 source is read with ast and patched, never imported.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-WHEEL_DIR = REPO / ".cache" / "wheels"
+WHEEL_DIR = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "wheels"
 
 # Versions the tests use, with what FACTS.md section 3 says about each.
 PATCH_NEEDED = ("0.5.8", "0.5.12.post1")
