@@ -56,8 +56,18 @@ def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
-def build_deb(workdir: Path, outdir: Path, name: str, version: str, arch: str, files: dict[str, tuple[str, int]],
-              description: str, depends: str = "", conflicts: str = "", scripts: dict[str, str] | None = None) -> Path:
+def build_deb(  # noqa: PLR0917 (a .deb's fields, passed positionally by every caller; PLR0913 is ignored too)
+    workdir: Path,
+    outdir: Path,
+    name: str,
+    version: str,
+    arch: str,
+    files: dict[str, tuple[str, int]],
+    description: str,
+    depends: str = "",
+    conflicts: str = "",
+    scripts: dict[str, str] | None = None,
+) -> Path:
     """Build one .deb from a {path: (content, mode)} mapping with dpkg-deb."""
     root = workdir / f"{name}_{version}"
     if root.exists():
@@ -93,7 +103,11 @@ def build_deb(workdir: Path, outdir: Path, name: str, version: str, arch: str, f
 
 def proc_version_text(version: str, open_module: bool) -> str:
     flavour = "NVIDIA UNIX Open Kernel Module for x86_64" if open_module else "NVIDIA UNIX x86_64 Kernel Module"
-    return f"NVRM version: {flavour}  {version}  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Mon Sep 29 19:46:40 UTC 2025\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n"
+    return (
+        f"NVRM version: {flavour}  {version}  Release Build  (dvs-builder@U22-I3-AE18-23-3)"
+        "  Mon Sep 29 19:46:40 UTC 2025\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n"
+    )
 
 
 PROC_DEVICES = """Character devices:
@@ -119,24 +133,31 @@ Block devices:
 """
 
 NVIDIA_MODPROBE = r"""#!/bin/sh
-# Stand-in for nvidia-modprobe(1): creates /dev/nvidia-uvm(-tools) (-u) and the
-# /dev/nvidia-caps nodes (-c=N) with the majors the (simulated) /proc/devices names,
-# the way the real setuid helper does after loading nvidia-uvm.
-set -e
+# Stand-in for nvidia-modprobe(1), the setuid helper that loads the NVIDIA modules and creates
+# their device nodes. Options as the real tool: -u (nvidia-uvm, nvidia-uvm-tools), -c=N / -c N
+# (/dev/nvidiaN and /dev/nvidiactl), -f PATH (nvidia-caps nodes for a capability file). Majors come
+# from the (simulated) /proc/devices, as the real tool reads them.
+set -eu
 devices=/var/lib/gpufleet-standin/proc/devices
-major() { awk -v n="$1" '$2 == n {print $1; exit}' "$devices"; }
 [ -r "$devices" ] || { echo "nvidia-modprobe: NVIDIA kernel module not loaded" >&2; exit 1; }
-for arg in "$@"; do
-  case "$arg" in
+major() { awk -v n="$1" '$2 == n {print $1; exit}' "$devices"; }
+node() { [ -c "$1" ] || mknod -m "$2" "$1" c "$3" "$4"; }
+ctl() { node "/dev/nvidia$1" 666 "$(major nvidia)" "$1"; node /dev/nvidiactl 666 "$(major nvidiactl)" 255; }
+while [ $# -gt 0 ]; do
+  case "$1" in
     -u|--unified-memory)
-      m=$(major nvidia-uvm)
-      [ -e /dev/nvidia-uvm ] || mknod -m 666 /dev/nvidia-uvm c "$m" 0
-      [ -e /dev/nvidia-uvm-tools ] || mknod -m 666 /dev/nvidia-uvm-tools c "$m" 1 ;;
-    -c=*|--nvlink-caps-minor=*)
-      m=$(major nvidia-caps); mkdir -p /dev/nvidia-caps
-      [ -e /dev/nvidia-caps/nvidia-cap1 ] || mknod -m 400 /dev/nvidia-caps/nvidia-cap1 c "$m" 1
-      [ -e /dev/nvidia-caps/nvidia-cap2 ] || mknod -m 444 /dev/nvidia-caps/nvidia-cap2 c "$m" 2 ;;
+      node /dev/nvidia-uvm 666 "$(major nvidia-uvm)" 0; node /dev/nvidia-uvm-tools 666 "$(major nvidia-uvm)" 1 ;;
+    -c=*) ctl "${1#-c=}" ;;
+    -c) shift; ctl "$1" ;;
+    -f) shift; mkdir -p /dev/nvidia-caps
+        case "$1" in
+          */mig/config) node /dev/nvidia-caps/nvidia-cap1 400 "$(major nvidia-caps)" 1 ;;
+          */mig/monitor) node /dev/nvidia-caps/nvidia-cap2 444 "$(major nvidia-caps)" 2 ;;
+          *) echo "nvidia-modprobe: unknown capability file $1" >&2; exit 1 ;;
+        esac ;;
+    *) echo "nvidia-modprobe: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
 """
 
@@ -189,10 +210,14 @@ def build_packages(work: Path, pool: Path) -> None:
         for name, open_module in (("nvidia-kernel-open-dkms", True), ("nvidia-kernel-dkms", False)):
             other = "nvidia-kernel-dkms" if open_module else "nvidia-kernel-open-dkms"
             build_deb(
-                work, pool, name, deb_version, ARCH,
+                work,
+                pool,
+                name,
+                deb_version,
+                ARCH,
                 {
                     f"/usr/src/nvidia-{version}/README.standin": ("stand-in kernel module sources\n", 0o644),
-                    f"/usr/share/gpufleet-standin/module-version": (proc_version_text(version, open_module), 0o644),
+                    "/usr/share/gpufleet-standin/module-version": (proc_version_text(version, open_module), 0o644),
                     "/usr/share/gpufleet-standin/proc-devices": (PROC_DEVICES, 0o644),
                 },
                 f"NVIDIA driver {'open ' if open_module else ''}kernel module DKMS package",
@@ -211,44 +236,102 @@ def build_packages(work: Path, pool: Path) -> None:
                         """,
                 },
             )
-        build_deb(work, pool, "libcuda1", deb_version, ARCH,
-                  {f"/usr/lib/x86_64-linux-gnu/libcuda.so.{version}": ("stand-in\n", 0o644)},
-                  "NVIDIA CUDA Driver Library")
-        files = {"/usr/bin/nvidia-smi": (smi, 0o755),
-                 "/etc/gpufleet-standin/nvidia-smi.json": (smi_config(version), 0o644)}
-        build_deb(work, pool, "nvidia-driver-cuda", deb_version, ARCH, files,
-                  "NVIDIA driver CUDA integration components", depends=f"libcuda1 (= {deb_version})")
-        build_deb(work, pool, "nvidia-persistenced", deb_version, ARCH,
-                  {"/usr/bin/nvidia-persistenced": (PERSISTENCED, 0o755),
-                   "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)},
-                  "NVIDIA Persistence Daemon")
-        build_deb(work, pool, "nvidia-modprobe", deb_version, ARCH,
-                  {"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE, 0o755)},
-                  "Load the NVIDIA kernel driver and create device files")
+        build_deb(
+            work,
+            pool,
+            "libcuda1",
+            deb_version,
+            ARCH,
+            {f"/usr/lib/x86_64-linux-gnu/libcuda.so.{version}": ("stand-in\n", 0o644)},
+            "NVIDIA CUDA Driver Library",
+        )
+        files = {
+            "/usr/bin/nvidia-smi": (smi, 0o755),
+            "/etc/gpufleet-standin/nvidia-smi.json": (smi_config(version), 0o644),
+        }
+        build_deb(
+            work,
+            pool,
+            "nvidia-driver-cuda",
+            deb_version,
+            ARCH,
+            files,
+            "NVIDIA driver CUDA integration components",
+            depends=f"libcuda1 (= {deb_version})",
+        )
+        build_deb(
+            work,
+            pool,
+            "nvidia-persistenced",
+            deb_version,
+            ARCH,
+            {
+                "/usr/bin/nvidia-persistenced": (PERSISTENCED, 0o755),
+                "/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
+            },
+            "NVIDIA Persistence Daemon",
+        )
+        build_deb(
+            work,
+            pool,
+            "nvidia-modprobe",
+            deb_version,
+            ARCH,
+            {"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE, 0o755)},
+            "Load the NVIDIA kernel driver and create device files",
+        )
     for name, version, release, build in TOOLKITS:
         short = name.removeprefix("cuda-toolkit-").replace("-", ".")
-        build_deb(work, pool, name, version, ARCH,
-                  {f"/usr/local/cuda-{short}/bin/nvcc": (nvcc_script(release, build), 0o755),
-                   f"/usr/local/cuda-{short}/version.json":
-                       (f'{{"cuda": {{"name": "CUDA SDK", "version": "{version.split("-")[0]}"}}}}\n', 0o644)},
-                  f"CUDA Toolkit {short} meta-package")
+        build_deb(
+            work,
+            pool,
+            name,
+            version,
+            ARCH,
+            {
+                f"/usr/local/cuda-{short}/bin/nvcc": (nvcc_script(release, build), 0o755),
+                f"/usr/local/cuda-{short}/version.json": (
+                    f'{{"cuda": {{"name": "CUDA SDK", "version": "{version.split("-")[0]}"}}}}\n',
+                    0o644,
+                ),
+            },
+            f"CUDA Toolkit {short} meta-package",
+        )
 
 
 def make_key(gnupghome: Path) -> None:
     gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
-    run("gpg", "--batch", "--homedir", str(gnupghome), "--quick-gen-key", "--passphrase", "",
-        "gpufleet stand-in CUDA repository <standin@gpufleet.invalid>", "rsa2048", "sign", "never",
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run(
+        "gpg",
+        "--batch",
+        "--homedir",
+        str(gnupghome),
+        "--quick-gen-key",
+        "--passphrase",
+        "",
+        "gpufleet stand-in CUDA repository <standin@gpufleet.invalid>",
+        "rsa2048",
+        "sign",
+        "never",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def write_release(repo: Path, gnupghome: Path) -> None:
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True,
-                              capture_output=True, text=True).stdout
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
     (repo / "Packages").write_text(packages)
     with gzip.open(repo / "Packages.gz", "wt") as fh:
         fh.write(packages)
-    lines = ["Origin: NVIDIA", "Label: NVIDIA CUDA (gpufleet test stand-in)", f"Architectures: {ARCH}",
-             "Date: Mon, 30 Nov 2026 00:00:00 UTC", "SHA256:"]
+    lines = [
+        "Origin: NVIDIA",
+        "Label: NVIDIA CUDA (gpufleet test stand-in)",
+        f"Architectures: {ARCH}",
+        "Date: Mon, 30 Nov 2026 00:00:00 UTC",
+        "SHA256:",
+    ]
     for fname in ("Packages", "Packages.gz"):
         data = (repo / fname).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {fname}")
@@ -264,8 +347,9 @@ def main(outdir: str) -> int:
         work = Path(tmp)
         gnupghome = work / "gnupg"
         make_key(gnupghome)
-        keyring = subprocess.run(["gpg", "--batch", "--homedir", str(gnupghome), "--export"],
-                                 check=True, capture_output=True).stdout
+        keyring = subprocess.run(
+            ["gpg", "--batch", "--homedir", str(gnupghome), "--export"], check=True, capture_output=True
+        ).stdout
         pool = work / "pool"
         pool.mkdir()
         build_packages(work, pool)
@@ -279,11 +363,19 @@ def main(outdir: str) -> int:
             key_path = work / "cuda-archive-keyring.gpg"
             key_path.write_bytes(keyring)
             build_deb(
-                work, repo, "cuda-keyring", KEYRING_VERSION, "all",
-                {"/usr/share/keyrings/cuda-archive-keyring.gpg": ("", 0o644),
-                 f"/etc/apt/sources.list.d/cuda-{distro}-x86_64.list":
-                     (f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {NVIDIA_URL}/{distro}/x86_64/ /\n",
-                      0o644)},
+                work,
+                repo,
+                "cuda-keyring",
+                KEYRING_VERSION,
+                "all",
+                {
+                    "/usr/share/keyrings/cuda-archive-keyring.gpg": ("", 0o644),
+                    f"/etc/apt/sources.list.d/cuda-{distro}-x86_64.list": (
+                        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg]"
+                        f" {NVIDIA_URL}/{distro}/x86_64/ /\n",
+                        0o644,
+                    ),
+                },
                 "GPG keyring for the CUDA repository",
             )
             # dpkg-deb built the keyring package with an empty key file; put the real key in.
