@@ -1,5 +1,5 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-  # noqa: UP009 (the Ansible module header the collection requires)
+# -*- coding: utf-8 -*-
 # Copyright: (c) 2025, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
