@@ -15,14 +15,14 @@ description:
     majors by C(stat); majors are never assumed (nvidia-uvm and nvidia-caps majors are dynamic).
   - Chooses the nodes a container needs for O(gpus) (its GPUs, C(nvidiactl), C(nvidia-uvm),
     C(nvidia-uvm-tools), C(nvidia-caps) when present) and merges them into the container's config.
-  - Proxmox (O(flavour=proxmox)), C(/etc/pve/lxc/<vmid>.conf) in C(key: value) syntax, either native
+  - "Proxmox (O(flavour=proxmox)), C(/etc/pve/lxc/<vmid>.conf) in C(key: value) syntax, either native
     C(devN:) entries (PVE >= 8.1, O(passthrough=native)) or raw C(lxc.cgroup2.devices.allow) and
-    C(lxc.mount.entry) lines (O(passthrough=raw)).
+    C(lxc.mount.entry) lines (O(passthrough=raw))."
   - Plain LXC (O(flavour=lxc)), C(/var/lib/lxc/<name>/config) in C(key = value) syntax, raw lines with the
     devices cgroup key of the host's layout (C(lxc.cgroup2.devices.allow) on a unified host,
     C(lxc.cgroup.devices.allow) on a legacy or hybrid one).
   - Each cgroup rule allows one exact node, so a withheld GPU cannot be reached even by C(mknod).
-    Mount entries have no C(optional): a node missing at start stops the container instead of
+    Mount entries have no C(optional), so a node missing at start stops the container instead of
     starting it without the node.
   - Unrelated lines, PVE's description comments and snapshot sections are kept as they were. The
     write is atomic; a second run with the same input reports no change.
@@ -36,7 +36,7 @@ options:
     type: path
     required: true
   flavour:
-    description: Config syntax, V(proxmox) (C(key: value)) or V(lxc) (C(key = value)).
+    description: "Config syntax, V(proxmox) (C(key: value)) or V(lxc) (C(key = value))."
     type: str
     choices: [proxmox, lxc]
     default: proxmox
