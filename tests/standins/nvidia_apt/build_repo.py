@@ -175,7 +175,14 @@ WantedBy=multi-user.target
 """
 
 PERSISTENCED = """#!/bin/sh
-# Stand-in for nvidia-persistenced: stays in the foreground as the real one does with -f.
+# Stand-in for nvidia-persistenced. The real daemon opens every GPU at start, which makes the
+# driver create /dev/nvidia0..N-1 (through nvidia-modprobe); then it stays resident.
+n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+i=0
+while [ "$i" -lt "${n:-0}" ]; do
+  nvidia-modprobe -c="$i"
+  i=$((i + 1))
+done
 exec sleep infinity
 """
 
@@ -291,7 +298,7 @@ def build_packages(work: Path, pool: Path) -> None:
             {
                 f"/usr/local/cuda-{short}/bin/nvcc": (nvcc_script(release, build), 0o755),
                 f"/usr/local/cuda-{short}/version.json": (
-                    f'{{"cuda": {{"name": "CUDA SDK", "version": "{version.split("-")[0]}"}}}}\n',
+                    f'{{"cuda": {{"name": "CUDA SDK", "version": "{version.split("-", maxsplit=1)[0]}"}}}}\n',
                     0o644,
                 ),
             },
