@@ -27,7 +27,7 @@ description:
   - Unrelated lines, PVE's description comments and snapshot sections are kept as they were. The
     write is atomic; a second run with the same input reports no change.
 author:
-  - gpufleet.sglang contributors
+  - gpufleet.sglang contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -95,11 +95,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Plans the merged config and reports the change without writing it.
   diff_mode:
     support: full
+    description: Shows the config file before and after the merge.
 notes:
   - Proxmox's C(community.proxmox.proxmox) module has no option for C(devN) or raw C(lxc.*) keys, hence a
-    config edit. A running container sees the change only after a restart; RV(changed) tells when.
+    config edit. A running container sees the change only after a restart; C(changed) tells when.
 """
 
 EXAMPLES = r"""

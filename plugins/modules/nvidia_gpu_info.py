@@ -23,7 +23,7 @@ description:
     O(require_driver=false) the first three are reported instead (with a warning), so a role can learn
     the current state before installing a driver.
 author:
-  - gpufleet.sglang contributors
+  - gpufleet.sglang contributors (!UNKNOWN)
 options:
   nvidia_smi_path:
     description:
@@ -57,6 +57,7 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only; runs the same in check mode.
 notes:
   - Compute capability is returned as a string (V("12.0") for RTX PRO 6000 Blackwell, SM120).
 """

@@ -24,7 +24,7 @@ description:
     C(sglang/srt/model_executor/runner/flashinfer_autotune.py), 0.5.15 and later).
   - Fails, naming the files looked for and the version, when none of the known layouts is found.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 options:
   path:
     description:

@@ -37,7 +37,7 @@ description:
     C(under_use).
   - Runs on the target and uses the Python standard library only.
 author:
-  - gpufleet.sglang contributors
+  - gpufleet.sglang contributors (!UNKNOWN)
 options:
   url:
     description: Base URL of the SGLang server (C(http://) only).
@@ -127,12 +127,14 @@ options:
     default: true
 notes:
   - Check mode sends nothing and reports the plan in RV(plan).
-  - The module never changes the target; RV(changed) is always false.
+  - The module never changes the target; C(changed) is always false.
 attributes:
   check_mode:
     support: full
+    description: Sends no request; returns the plan with verdict V(unknown) and reason V(check_mode).
   diff_mode:
     support: none
+    description: Changes nothing on the target, so has no diff.
 """
 
 EXAMPLES = r"""
@@ -253,7 +255,7 @@ ARGUMENT_SPEC = {
     "baseline": {"type": "list", "elements": "float", "default": []},
     "tolerance": {"type": "float", "default": 0.10},
     "alpha": {"type": "float", "default": 0.05},
-    "min_output_tokens_per_s": {"type": "float", "default": 0},
+    "min_output_tokens_per_s": {"type": "float", "default": 0, "no_log": False},
     "ready_timeout": {"type": "float", "default": 1800},
     "request_timeout": {"type": "float", "default": 300},
     "telemetry": {"type": "bool", "default": True},
