@@ -242,7 +242,8 @@ class _Conn(asyncio.Protocol):
 
     # asyncio callbacks ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        if not isinstance(transport, asyncio.Transport):
+            raise AssertionError(f"expected an asyncio.Transport, got {type(transport).__name__}")
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -271,7 +272,8 @@ class _Conn(asyncio.Protocol):
 
     # request lifecycle --------------------------------------------------------------------
     def send(self, request: bytes, first_of_worker: bool) -> asyncio.Future[None]:
-        assert self.transport is not None
+        if self.transport is None:
+            raise AssertionError("send() before connection_made()")
         self.reset()
         self.first_of_worker = first_of_worker
         self.state = "head"
@@ -313,7 +315,7 @@ class _Conn(asyncio.Protocol):
         self.status = int(parts[1])
         length = None
         for line in lines[1:]:
-            name, _, value = line.partition(":")
+            name, _sep, value = line.partition(":")
             name = name.strip().lower()
             value = value.strip().lower()
             if name == "transfer-encoding" and "chunked" in value:
@@ -508,7 +510,7 @@ class LoadClient:
     async def _open(self, meter: Meter) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
+            _transport, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(meter, self.shape), self.target.host, self.target.port),
                 timeout=min(30.0, self.request_timeout),
             )
@@ -560,7 +562,7 @@ class LoadClient:
 
         dog = asyncio.create_task(watchdog())
         try:
-            await asyncio.gather(*(worker() for _ in range(conc)))
+            await asyncio.gather(*(worker() for _worker in range(conc)))
         finally:
             dog.cancel()
             for c in conns:
@@ -570,7 +572,8 @@ class LoadClient:
         meter.mark_end()
         start = meter.window_start
         end = meter.window_end
-        assert end is not None
+        if end is None:
+            raise AssertionError("meter window has no end")
         if start is None or end[0] <= start[0] or end[1] <= start[1]:
             rate = 0.0
             window_s = 0.0

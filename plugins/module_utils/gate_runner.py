@@ -299,7 +299,8 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
             result,
         )
     d = out["decision"]
-    assert d is not None
+    if d is None:
+        raise AssertionError("gate run returned no decision")
     result.update(
         verdict=d.verdict,
         reason=d.reason,

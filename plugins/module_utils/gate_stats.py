@@ -59,7 +59,7 @@ def _exact_cdf(doubled: list[int], n1: int, observed: int) -> float:
     """P(sum of n1 doubled ranks drawn without replacement <= observed) over all subsets."""
     total = sum(doubled)
     # counts[k][s]: number of k-subsets of the elements seen so far whose doubled-rank sum is s
-    counts = [[0] * (total + 1) for _ in range(n1 + 1)]
+    counts = [[0] * (total + 1) for _row in range(n1 + 1)]
     counts[0][0] = 1
     seen = 0
     for r in doubled:

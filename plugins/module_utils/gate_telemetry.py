@@ -99,13 +99,13 @@ def summarize(samples: list[tuple[float, dict]], windows: list[tuple[float, floa
     gpus = []
     for index in sorted(per_gpu):
         rows = per_gpu[index]
-        powers = [r["power.draw.instant"] for _, r in rows if r.get("power.draw.instant") is not None]
-        limits = [r["enforced.power.limit"] for _, r in rows if r.get("enforced.power.limit") is not None]
-        utils = [r["utilization.gpu"] for _, r in rows if r.get("utilization.gpu") is not None]
-        clocks = [r["clocks.sm"] for _, r in rows if r.get("clocks.sm") is not None]
-        temps = [r["temperature.gpu"] for _, r in rows if r.get("temperature.gpu") is not None]
+        powers = [r["power.draw.instant"] for _ts, r in rows if r.get("power.draw.instant") is not None]
+        limits = [r["enforced.power.limit"] for _ts, r in rows if r.get("enforced.power.limit") is not None]
+        utils = [r["utilization.gpu"] for _ts, r in rows if r.get("utilization.gpu") is not None]
+        clocks = [r["clocks.sm"] for _ts, r in rows if r.get("clocks.sm") is not None]
+        temps = [r["temperature.gpu"] for _ts, r in rows if r.get("temperature.gpu") is not None]
         mask = 0
-        for _, r in rows:
+        for _ts, r in rows:
             mask |= r.get("clocks_event_reasons.active") or 0
         energy = 0.0
         pts = [(t, r["power.draw.instant"]) for t, r in rows if r.get("power.draw.instant") is not None]

@@ -152,7 +152,7 @@ def cgroup_layout(mounts_text: str) -> str:
         fields = line.split()
         if len(fields) < 4:
             continue
-        _, mountpoint, fstype, options = fields[:4]
+        _source, mountpoint, fstype, options = fields[:4]
         if fstype == "cgroup" and "devices" in options.split(","):
             v1_devices = True
         elif fstype == "cgroup2":
@@ -263,7 +263,7 @@ def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
 
 def used_dev_indexes(text: str, owned: Callable[[str, str], bool]) -> set[int]:
     """``devN`` indexes taken by entries this code does not own (e.g. ``/dev/dri``)."""
-    main, _ = _split_main(text.splitlines(), "proxmox")
+    main, _sections = _split_main(text.splitlines(), "proxmox")
     used = set()
     for line in main:
         entry = _parse_line(line, "proxmox")
@@ -315,7 +315,7 @@ def merge_config(
         if key in single:
             raise LxcGpuError(f"setting {key!r} given twice")
         single[key] = value
-    clash = {k for k, _ in block} & set(single)
+    clash = {k for k, _value in block} & set(single)
     if clash:
         raise LxcGpuError(f"key(s) {sorted(clash)} cannot be both a setting and a device entry")
 

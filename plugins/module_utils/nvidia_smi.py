@@ -288,7 +288,7 @@ def parse_telemetry(
     ``timestamp_s`` (seconds since the epoch, local time as printed).
     """
     if drop_partial_last and text and not text.endswith("\n"):
-        head, _, last = text.rpartition("\n")
+        head, _sep, last = text.rpartition("\n")
         try:
             parse_query_typed(last, fields, source)
         except NvidiaParseError:
