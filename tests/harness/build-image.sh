@@ -12,8 +12,6 @@ case "$flavour" in
   *) echo "build-image.sh: unknown flavour '$flavour' (expected debian12 or debian13)" >&2; exit 2 ;;
 esac
 
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 image="localhost/gpufleet-test:$flavour"
 # machine-level cache: CI runs in a fresh clone, the Podman image store outlives it
 stamp_dir="${GPUFLEET_CACHE:-$HOME/.cache/gpufleet}/images"
