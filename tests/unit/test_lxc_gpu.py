@@ -298,7 +298,7 @@ def test_fewer_gpus_removes_stale_lines() -> None:
     raw = (GOLDEN / "ct101.raw.conf").read_text()
     nodes = select_device_nodes(rtx_host(), [1], include_caps=False)
     out, _ = plan_config(raw, style="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
-    assert "/dev/nvidia0 " not in out.split("\n[")[0]
+    assert "/dev/nvidia0 " not in out.split("\n[", maxsplit=1)[0]
     assert "c 195:0 rwm" not in out
     assert "c 511:1 rwm" not in out
     assert "dev/shm" not in out
