@@ -17,8 +17,8 @@ log() { printf '[lab] %s\n' "$*"; }
 running() { [[ "$(podman inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" == "true" ]]; }
 
 wait_systemd() {
-  local name=$1 i
-  for i in $(seq 1 60); do
+  local name=$1 _
+  for _ in $(seq 1 60); do
     case "$(podman exec "$name" systemctl is-system-running 2>/dev/null || true)" in
       running|degraded) return 0 ;;
     esac
