@@ -13,11 +13,15 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
+# machine-level cache (image stamps, SGLang wheels, parser venv): outlives a fresh clone
+export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
+# real SGLang wheels the tests install (without dependencies) and patch
+SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 
 # molecule scenarios run by `make test`, in order
-SCENARIOS ?= nvidia_driver_invalid nvidia_driver cuda_toolkit
+SCENARIOS ?= nvidia_driver_invalid nvidia_driver cuda_toolkit proxmox_lxc_gpu sglang_server
 
-.PHONY: help venv harness images lint sanity unit integration molecule test lab lab-down clean
+.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
@@ -39,6 +43,14 @@ images: harness
 	bash tests/harness/build-image.sh debian12
 	bash tests/harness/build-image.sh debian13
 
+wheels: venv
+	@mkdir -p $(GPUFLEET_CACHE)/wheels
+	@for v in $(SGLANG_WHEELS); do \
+	  ls $(GPUFLEET_CACHE)/wheels/sglang-$$v-*.whl >/dev/null 2>&1 || { \
+	    echo "downloading sglang==$$v (no dependencies)"; \
+	    $(BIN)/pip download -q --no-deps --only-binary=:all: -d $(GPUFLEET_CACHE)/wheels sglang==$$v; }; \
+	done
+
 lint: venv
 	$(BIN)/yamllint -s .
 	$(BIN)/ruff check .
@@ -48,10 +60,10 @@ lint: venv
 sanity: venv
 	bash tests/harness/sanity.sh
 
-unit: venv
+unit: venv wheels
 	$(BIN)/pytest -q tests/unit
 
-integration: venv harness
+integration: venv harness wheels
 	$(BIN)/pytest -q tests/integration
 
 molecule: venv images
