@@ -61,6 +61,8 @@ sanity: venv
 	bash tests/harness/sanity.sh
 
 unit: venv wheels
+	@# CPU-only venv with SGLang 0.5.23's own parser (cached in GPUFLEET_CACHE; ~1 min once per machine)
+	bash tests/harness/sglang-parser-venv.sh >/dev/null
 	$(BIN)/pytest -q tests/unit
 
 integration: venv harness wheels

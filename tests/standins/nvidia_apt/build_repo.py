@@ -352,8 +352,12 @@ def main(outdir: str) -> int:
     out = Path(outdir).resolve()
     with tempfile.TemporaryDirectory(prefix="standin-apt-") as tmp:
         work = Path(tmp)
-        gnupghome = work / "gnupg"
-        make_key(gnupghome)
+        # One signing key per OUTDIR, kept beside it: hosts that installed the keyring from an
+        # earlier build must still trust a rebuilt repository, as with NVIDIA's own key.
+        gnupghome = out.with_name(out.name + ".gnupg")
+        if not (gnupghome / "pubring.kbx").exists():
+            shutil.rmtree(gnupghome, ignore_errors=True)
+            make_key(gnupghome)
         keyring = subprocess.run(
             ["gpg", "--batch", "--homedir", str(gnupghome), "--export"], check=True, capture_output=True
         ).stdout
