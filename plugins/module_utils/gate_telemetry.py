@@ -21,18 +21,14 @@ import itertools
 import shutil
 import time
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import NvidiaParseError, parse_query_typed
-
-QUERY_FIELDS: tuple[str, ...] = (
-    "timestamp",
-    "index",
-    "power.draw.instant",
-    "utilization.gpu",
-    "clocks.sm",
-    "clocks_event_reasons.active",
-    "temperature.gpu",
-    "enforced.power.limit",
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
+    TELEMETRY_FIELDS,
+    NvidiaParseError,
+    parse_query_typed,
 )
+
+# the one list of telemetry fields (FACTS.md section 5), shared with the nvidia-smi parsers
+QUERY_FIELDS: tuple[str, ...] = TELEMETRY_FIELDS
 UNDER_USE_FRACTION = 0.5
 
 # clocks_event_reasons bits (nvml.h: nvmlClocksEventReason*)

@@ -495,3 +495,23 @@ def describe_device_nodes(entries: list[tuple[str, int, int]]) -> list[dict]:
         if stat.S_ISCHR(mode)
     ]
     return sorted(nodes, key=lambda node: node["path"])
+
+
+def scan_device_nodes(dev_dir: str, name_as: str | None = None) -> list[dict]:
+    """The NVIDIA character devices under dev_dir (``nvidia*`` and ``nvidia-caps/*``) as
+    ``{path, major, minor}``. With ``name_as`` (e.g. ``/dev``) paths are named as under that
+    directory instead of dev_dir, for callers that read a copy of /dev elsewhere.
+    """
+    paths = [os.path.join(dev_dir, name) for name in os.listdir(dev_dir) if name.startswith("nvidia")]
+    caps = os.path.join(dev_dir, "nvidia-caps")
+    if os.path.isdir(caps):
+        paths.extend(os.path.join(caps, name) for name in os.listdir(caps))
+    entries = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        shown = path if name_as is None else os.path.join(name_as, os.path.relpath(path, dev_dir))
+        entries.append((shown, st.st_mode, st.st_rdev))
+    return describe_device_nodes(entries)

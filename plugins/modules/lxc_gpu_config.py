@@ -170,23 +170,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     resolve_gpu_selection,
     select_device_nodes,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import describe_device_nodes
-
-
-def _scan(dev_dir: str) -> list[dict]:
-    """``{path, major, minor}`` of the NVIDIA character devices under dev_dir, named as under /dev."""
-    paths = [os.path.join(dev_dir, n) for n in os.listdir(dev_dir) if n.startswith("nvidia")]
-    caps = os.path.join(dev_dir, "nvidia-caps")
-    if os.path.isdir(caps):
-        paths += [os.path.join(caps, n) for n in os.listdir(caps)]
-    entries = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        entries.append(("/dev/" + os.path.relpath(path, dev_dir), st.st_mode, st.st_rdev))
-    return describe_device_nodes(entries)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import scan_device_nodes
 
 
 def _write(module: AnsibleModule, path: str, text: str) -> None:
@@ -226,7 +210,7 @@ def run_module() -> None:
     if not os.path.isdir(p["dev_dir"]):
         module.fail_json(msg=f"dev_dir {p['dev_dir']} is not a directory", **result)
     try:
-        host_nodes = parse_device_nodes(_scan(p["dev_dir"]))
+        host_nodes = parse_device_nodes(scan_device_nodes(p["dev_dir"], name_as="/dev"))
         available = p["available_gpus"] if p["available_gpus"] is not None else gpu_indexes_from_nodes(host_nodes)
         gpus = resolve_gpu_selection(p["gpus"], available)
         minors = {int(k): int(v) for k, v in (p["gpu_minors"] or {}).items()}

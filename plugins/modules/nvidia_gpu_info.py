@@ -160,7 +160,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
     GPU_INFO_FIELDS,
     NvidiaParseError,
     classify_smi_failure,
-    describe_device_nodes,
     nvidia_device_majors,
     parse_gpu_query,
     parse_proc_devices,
@@ -168,6 +167,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
     parse_query_csv,
     parse_smi_versions,
     parse_topo_matrix,
+    scan_device_nodes,
 )
 
 QUERY_ARGS = ["--query-gpu=" + ",".join(GPU_INFO_FIELDS), "--format=csv,noheader,nounits"]
@@ -180,24 +180,6 @@ def _read(module: AnsibleModule, path: str, what: str, result: dict) -> str:
     except OSError as exc:
         module.fail_json(msg=f"cannot read {what} {path}: {exc.strerror}", **result)
     return ""  # not reached
-
-
-def _device_entries(dev_dir: str) -> list[tuple[str, int, int]]:
-    paths = []
-    for name in os.listdir(dev_dir):
-        if name.startswith("nvidia"):
-            paths.append(os.path.join(dev_dir, name))
-    caps = os.path.join(dev_dir, "nvidia-caps")
-    if os.path.isdir(caps):
-        paths.extend(os.path.join(caps, name) for name in os.listdir(caps))
-    entries = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        entries.append((path, st.st_mode, st.st_rdev))
-    return entries
 
 
 def _resolve_smi(module: AnsibleModule, name: str) -> str | None:
@@ -253,7 +235,7 @@ def run_module() -> None:
         result["device_majors"] = nvidia_device_majors(parse_proc_devices(majors_text, params["proc_devices_path"]))
     except NvidiaParseError as exc:
         module.fail_json(msg=str(exc), **result)
-    result["device_nodes"] = describe_device_nodes(_device_entries(params["dev_dir"]))
+    result["device_nodes"] = scan_device_nodes(params["dev_dir"])
 
     def driver_problem(message: str) -> None:
         if params["require_driver"]:

@@ -31,6 +31,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
     parse_smi_versions,
     parse_telemetry,
     parse_topo_matrix,
+    scan_device_nodes,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -387,3 +388,20 @@ def test_standin_pointer_file(tmp_path):
     pointer.write_text(f'{{"profile": "{PROFILES / "rtxpro6000-570.json"}"}}', encoding="utf-8")
     result = standin("--version", env={"STANDIN_NVIDIA_SMI_PROFILE": str(pointer)})
     assert "DRIVER version      : 570.195.03" in result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of character devices needs root")
+def test_scan_device_nodes_names_nodes_as_under_dev(tmp_path):
+    os.mknod(tmp_path / "nvidia0", 0o666 | stat.S_IFCHR, os.makedev(195, 0))
+    os.mknod(tmp_path / "nvidia-uvm", 0o666 | stat.S_IFCHR, os.makedev(238, 0))
+    (tmp_path / "nvidia-caps").mkdir()
+    os.mknod(tmp_path / "nvidia-caps" / "nvidia-cap1", 0o400 | stat.S_IFCHR, os.makedev(241, 1))
+    (tmp_path / "nvidia-notadevice").write_text("")
+    (tmp_path / "sda").write_text("")
+    found = scan_device_nodes(str(tmp_path), name_as="/dev")
+    assert found == [
+        {"path": "/dev/nvidia-caps/nvidia-cap1", "major": 241, "minor": 1},
+        {"path": "/dev/nvidia-uvm", "major": 238, "minor": 0},
+        {"path": "/dev/nvidia0", "major": 195, "minor": 0},
+    ]
+    assert scan_device_nodes(str(tmp_path))[0]["path"] == str(tmp_path / "nvidia-caps" / "nvidia-cap1")
