@@ -23,7 +23,7 @@ default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
 '
-if [[ "$(cat "$conf" 2>/dev/null)" != "$want" ]]; then
+if [[ "$(cat "$conf" 2>/dev/null)" != "${want%$'\n'}" ]]; then
   mkdir -p /etc/containers
   printf '%s' "$want" > "$conf"
   echo "harness: wrote $conf (runtime runc: crun refuses this hybrid-cgroup host)"
