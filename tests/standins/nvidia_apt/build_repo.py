@@ -18,6 +18,8 @@ container, so the kernel-module packages write the text the real module exposes 
 real ``nvcc --version`` text. The repository is signed with a throw-away key made at build time,
 so apt's real signature check runs.
 
+Also NVIDIA's ``.run`` installer: ``OUTDIR/runfile/NVIDIA-Linux-x86_64-<version>.run`` and ``SHA256SUMS``.
+
 Usage: build_repo.py OUTDIR   (writes OUTDIR/<distro>/x86_64/ for debian12 and debian13)
 """
 
@@ -166,7 +168,7 @@ Description=NVIDIA Persistence Daemon (gpufleet test stand-in)
 Wants=syslog.target
 
 [Service]
-Type=simple
+Type=forking
 ExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode --verbose
 ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
 
@@ -183,7 +185,8 @@ while [ "$i" -lt "${n:-0}" ]; do
   nvidia-modprobe -c="$i"
   i=$((i + 1))
 done
-exec sleep infinity
+# like the real daemon: fork to the background, the parent exits (systemd Type=forking)
+nohup sleep infinity >/dev/null 2>&1 &
 """
 
 
@@ -306,6 +309,66 @@ def build_packages(work: Path, pool: Path) -> None:
         )
 
 
+def runfile_script(version: str) -> str:
+    """Stand-in for NVIDIA's .run installer (NVIDIA-Linux-x86_64-<version>.run, a makeself archive).
+
+    Takes the real installer's options (--silent, --no-questions, --dkms, --kernel-module-type=open|
+    proprietary, --no-kernel-modules) and installs what the packages above install: the userspace
+    (nvidia-smi stand-in and its profile, nvidia-modprobe, nvidia-persistenced) and, unless
+    --no-kernel-modules, the simulated kernel module's /proc text.
+    """
+    smi = (STANDINS / "nvidia-smi").read_text()
+    parts = [
+        "#!/bin/sh",
+        f"# Stand-in for NVIDIA-Linux-x86_64-{version}.run (gpufleet tests/standins/nvidia_apt/build_repo.py)",
+        "set -eu",
+        "kernel=yes; flavour=open; silent=no",
+        'for arg in "$@"; do',
+        '  case "$arg" in',
+        "    -s|--silent) silent=yes ;;",
+        "    --no-questions|-q|--dkms) ;;",
+        "    --no-kernel-modules) kernel=no ;;",
+        "    --kernel-module-type=open) flavour=open ;;",
+        "    --kernel-module-type=proprietary) flavour=proprietary ;;",
+        "    *) echo \"ERROR: Unrecognized option '$arg'\" >&2; exit 1 ;;",
+        "  esac",
+        "done",
+        "[ \"$silent\" = yes ] || { echo 'ERROR: this stand-in only runs with --silent' >&2; exit 1; }",
+        "mkdir -p /etc/gpufleet-standin",
+        "cat > /usr/bin/nvidia-smi <<'EOF_GPUFLEET_SMI'",
+        smi.rstrip("\n"),
+        "EOF_GPUFLEET_SMI",
+        "cat > /etc/gpufleet-standin/nvidia-smi.json <<'EOF_GPUFLEET_PROFILE'",
+        smi_config(version).rstrip("\n"),
+        "EOF_GPUFLEET_PROFILE",
+        "cat > /usr/bin/nvidia-modprobe <<'EOF_GPUFLEET_MODPROBE'",
+        NVIDIA_MODPROBE.rstrip("\n"),
+        "EOF_GPUFLEET_MODPROBE",
+        "cat > /usr/bin/nvidia-persistenced <<'EOF_GPUFLEET_PERSISTENCED'",
+        PERSISTENCED.rstrip("\n"),
+        "EOF_GPUFLEET_PERSISTENCED",
+        "chmod 0755 /usr/bin/nvidia-smi /usr/bin/nvidia-modprobe /usr/bin/nvidia-persistenced",
+        'if [ "$kernel" = yes ]; then',
+        f"  mkdir -p {STATE}/proc/driver/nvidia",
+        '  if [ "$flavour" = open ]; then',
+        f"    cat > {STATE}/proc/driver/nvidia/version <<'EOF_GPUFLEET_OPEN'",
+        proc_version_text(version, True).rstrip("\n"),
+        "EOF_GPUFLEET_OPEN",
+        "  else",
+        f"    cat > {STATE}/proc/driver/nvidia/version <<'EOF_GPUFLEET_PROP'",
+        proc_version_text(version, False).rstrip("\n"),
+        "EOF_GPUFLEET_PROP",
+        "  fi",
+        f"  cat > {STATE}/proc/devices <<'EOF_GPUFLEET_DEVICES'",
+        PROC_DEVICES.rstrip("\n"),
+        "EOF_GPUFLEET_DEVICES",
+        "fi",
+        "echo 'Installation of the NVIDIA Accelerated Graphics Driver for Linux-x86_64"
+        f" (version: {version}) is now complete.'",
+    ]
+    return "\n".join(parts) + "\n"
+
+
 def make_key(gnupghome: Path) -> None:
     gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
     run(
@@ -393,6 +456,15 @@ def main(outdir: str) -> int:
             _inject_keyring(work, repo / f"cuda-keyring_{KEYRING_VERSION}_all.deb", keyring)
             write_release(repo, gnupghome)
         (staging / "cuda-archive-keyring.gpg").write_bytes(keyring)
+        runfiles = staging / "runfile"
+        runfiles.mkdir()
+        sums = []
+        for version in DRIVER_VERSIONS:
+            name = f"NVIDIA-Linux-x86_64-{version}.run"
+            data = runfile_script(version).encode()
+            (runfiles / name).write_bytes(data)
+            sums.append(f"{hashlib.sha256(data).hexdigest()}  {name}\n")
+        (runfiles / "SHA256SUMS").write_text("".join(sums))
         # Replace what is inside OUTDIR, never OUTDIR itself: running test hosts bind-mount it.
         out.mkdir(parents=True, exist_ok=True)
         for entry in staging.iterdir():
