@@ -569,16 +569,7 @@ class HTTPProtocol(asyncio.Protocol):
         start = req.sent_k if cfg.incremental else 0
         text, ids = _SEQ.slices(start, req.k)
         if final:
-            meta = _json_bytes(
-                {
-                    "id": req.rid,
-                    "finish_reason": self._finish_reason(req),
-                    "prompt_tokens": req.prompt_tokens,
-                    "completion_tokens": req.k,
-                    "cached_tokens": 0,
-                    "e2e_latency": round(time.time() - req.start, 6),
-                }
-            )
+            meta = _json_bytes(self._final_meta(req))
         else:
             meta = b'{"id":"%b","finish_reason":null,"prompt_tokens":%d,"completion_tokens":%d,"cached_tokens":0}' % (
                 req.rid.encode(),
@@ -612,14 +603,18 @@ class HTTPProtocol(asyncio.Protocol):
         return {
             "text": _text(0, req.k),
             "output_ids": _ids(0, req.k),
-            "meta_info": {
-                "id": req.rid,
-                "finish_reason": self._finish_reason(req),
-                "prompt_tokens": req.prompt_tokens,
-                "completion_tokens": req.k,
-                "cached_tokens": 0,
-                "e2e_latency": round(time.time() - req.start, 6),
-            },
+            "meta_info": self._final_meta(req),
+        }
+
+    def _final_meta(self, req) -> dict:
+        """SGLang's meta_info of a finished request (the final event, or the non-streamed body)."""
+        return {
+            "id": req.rid,
+            "finish_reason": self._finish_reason(req),
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.k,
+            "cached_tokens": 0,
+            "e2e_latency": round(time.time() - req.start, 6),
         }
 
 
