@@ -7,6 +7,7 @@ and the nvidia-smi stand-in checked byte for byte against the real captures."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import subprocess
@@ -360,24 +361,25 @@ def test_standin_lms_loop_is_bounded_and_parses():
     assert [row["index"] for row in rows[:8]] == list(range(8))
 
 
-def test_standin_not_loaded_exits_9(tmp_path):
+def profile_with_proc(tmp_path: Path, name: str, proc_version_path: str | Path) -> Path:
+    """A copy of a stand-in profile whose simulated kernel module reports itself at proc_version_path."""
+    data = json.loads(read(PROFILES / name))
+    data["proc_version_path"] = str(proc_version_path)
     profile = tmp_path / "p.json"
-    data = read(PROFILES / "rtxpro6000-8gpu.json").replace(
-        '"driver_version"', '"proc_version_path": "/nonexistent/v",\n  "driver_version"', 1
-    )
-    profile.write_text(data, encoding="utf-8")
+    profile.write_text(json.dumps(data), encoding="utf-8")
+    return profile
+
+
+def test_standin_not_loaded_exits_9(tmp_path):
+    profile = profile_with_proc(tmp_path, "rtxpro6000-8gpu.json", "/nonexistent/v")
     result = standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
     assert result.returncode == 9
     assert "couldn't communicate with the NVIDIA driver" in result.stdout
 
 
 def test_standin_version_mismatch_exits_18(tmp_path):
-    profile = tmp_path / "p.json"
-    proc = RTX / "proc-version.txt"  # 580.159.04 kernel module
-    data = read(PROFILES / "rtxpro6000-570.json").replace(
-        '"driver_version"', f'"proc_version_path": "{proc}",\n  "driver_version"', 1
-    )
-    profile.write_text(data, encoding="utf-8")
+    # a 570 userspace over the 580.159.04 kernel module
+    profile = profile_with_proc(tmp_path, "rtxpro6000-570.json", RTX / "proc-version.txt")
     result = standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
     assert result.returncode == 18
     assert "Driver/library version mismatch" in result.stdout
