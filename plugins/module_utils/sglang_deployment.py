@@ -1,5 +1,4 @@
-# -*- coding: utf-8 -*-
-# Copyright: (c) 2025, gpufleet maintainers
+# Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A node's deployed state as one versioned unit (stdlib only; runs on the target).
@@ -231,7 +230,7 @@ def _store(root: str, dep_id: str, manifest: dict[str, Any], files: list[FileSta
     try:
         os.chmod(tmp, 0o700)
         os.mkdir(os.path.join(tmp, "files"), 0o700)
-        for entry, state in zip(manifest["files"], files):
+        for entry, state in zip(manifest["files"], files, strict=False):
             if state.absent:
                 continue
             atomic_write(os.path.join(tmp, "files", entry["stored"]), state.content, 0o600, 0, 0)
@@ -262,6 +261,7 @@ def record(
     files: list[tuple[str, bool]],
     model: dict[str, Any],
     meta: dict[str, Any],
+    *,
     check: bool = False,
     only_if_none: bool = False,
     now: float | None = None,
@@ -307,7 +307,7 @@ def _text(content: bytes) -> str:
     return content.decode("utf-8", errors="replace")
 
 
-def rollback(root: str, release_link: str, check: bool = False) -> Outcome:
+def rollback(root: str, release_link: str, *, check: bool = False) -> Outcome:
     """Restore the previous deployment as a whole: files, release link, current; forget previous."""
     current = _link_target(root, CURRENT) if os.path.isdir(root) else ""
     previous = _link_target(root, PREVIOUS) if os.path.isdir(root) else ""

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2025, gpufleet maintainers
+# Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -39,7 +39,9 @@ options:
     description: The SGLang release directory this deployment runs. Required with O(state=present).
     type: path
   release_link:
-    description: The link that selects the running release (the sglang role's C(current) link); a rollback points it back.
+    description:
+      - The link that selects the running release (the sglang role's C(current) link).
+      - A rollback points it back at the previous deployment's release.
     type: path
     default: /opt/sglang/current
   files:

@@ -51,12 +51,16 @@ def files(n: dict[str, Path], extra: tuple[str, ...] = ()) -> list[tuple[str, bo
 
 def test_record_is_idempotent_and_a_change_makes_a_new_current(node):
     first = dep.record(str(node["root"]), str(node["rel1"]), files(node), {"path": "/models/m"}, {"v": "0.5.12.post1"})
-    assert first.changed and first.created and first.previous == ""
+    assert first.changed
+    assert first.created
+    assert first.previous == ""
     again = dep.record(str(node["root"]), str(node["rel1"]), files(node), {"path": "/models/m"}, {"v": "0.5.12.post1"})
     assert (again.changed, again.current) == (False, first.current)
     (node["etc"] / "server.env").write_text("STANDIN_TOKENS_PER_S=2900\n")
     second = dep.record(str(node["root"]), str(node["rel2"]), files(node), {"path": "/models/m"}, {"v": "0.5.13"})
-    assert second.changed and second.current != first.current and second.previous == first.current
+    assert second.changed
+    assert second.current != first.current
+    assert second.previous == first.current
     assert os.readlink(node["root"] / "current") == second.current
     assert os.readlink(node["root"] / "previous") == first.current
     stored = node["root"] / first.current / "files"
@@ -78,15 +82,16 @@ def test_rollback_restores_every_file_byte_identical_then_refuses_a_second_time(
     dep.record(str(node["root"]), str(node["rel2"]), files(node, ("late.env",)), {}, {"v": "new"})
 
     out = dep.rollback(str(node["root"]), str(node["link"]))
-    assert out.current == first.current and out.release_link_changed
+    assert out.current == first.current
+    assert out.release_link_changed
     assert sorted(Path(p).name for p in out.files_changed) == ["late.env", "secrets.env", "server.env", "unit.service"]
     after = {p.name: (p.read_bytes(), p.stat().st_mode) for p in node["etc"].iterdir()}
     assert after == before  # bytes (CRLF, no final newline) and modes; late.env removed again
     assert os.readlink(node["link"]) == str(node["rel1"])
-    secret_diff = [d for d in out.diffs if d["before_header"].endswith("secrets.env")][0]
-    assert (
-        "secret" in secret_diff["before"] and "new-secret" not in str(out.diffs) and "old-secret" not in str(out.diffs)
-    )
+    secret_diff = next(d for d in out.diffs if d["before_header"].endswith("secrets.env"))
+    assert "secret" in secret_diff["before"]
+    assert "new-secret" not in str(out.diffs)
+    assert "old-secret" not in str(out.diffs)
     assert not [p for p in node["etc"].iterdir() if p.name.startswith(".")]  # no temp files left
 
     snapshot = tree(node["root"].parent)
@@ -100,7 +105,8 @@ def test_check_mode_changes_nothing(node):
     (node["etc"] / "server.yaml").write_text("tp-size: 4\n")
     snapshot = tree(node["root"].parent)
     planned = dep.record(str(node["root"]), str(node["rel2"]), files(node), {}, {}, check=True)
-    assert planned.changed and planned.created
+    assert planned.changed
+    assert planned.created
     assert tree(node["root"].parent) == snapshot
     dep.record(str(node["root"]), str(node["rel2"]), files(node), {}, {})
     snapshot = tree(node["root"].parent)
@@ -128,7 +134,7 @@ def test_corrupted_copy_or_missing_release_is_refused_and_changes_nothing(node):
 
 def test_links_and_large_files_are_refused(node, tmp_path):
     (node["etc"] / "linked.env").symlink_to(node["etc"] / "server.env")
-    with pytest.raises(dep.DeploymentError, match="linked.env is not a regular file"):
+    with pytest.raises(dep.DeploymentError, match=r"linked\.env is not a regular file"):
         dep.record(str(node["root"]), str(node["rel1"]), files(node, ("linked.env",)), {}, {})
     (node["etc"] / "big").write_bytes(b"x" * (dep.MAX_FILE_BYTES + 1))
     with pytest.raises(dep.DeploymentError, match="over the 1048576-byte limit"):
