@@ -95,7 +95,7 @@ def test_fqcn_scan_finds_a_use_and_ignores_a_mention(tmp_path: Path, known: set[
     probe.write_text(
         "# community.proxmox.proxmox is mentioned here only\n"
         "- ansible.builtin.debug:\n"
-        "    msg: \"{{ [1, 1] | community.general.counter }} {{ sglang_facts.release.id }}\"\n"
+        '    msg: "{{ [1, 1] | community.general.counter }} {{ sglang_facts.release.id }}"\n'
     )
     try:
         assert collections_used(["tests/output/fqcn_probe.yml"], known) == {"ansible.builtin", "community.general"}
@@ -140,8 +140,8 @@ def test_pinned_collections_satisfy_the_declared_ranges() -> None:
 
 def pins(path: str) -> dict[str, Requirement]:
     reqs = {}
-    for line in (REPO / path).read_text().splitlines():
-        line = line.split("#")[0].strip()
+    for raw in (REPO / path).read_text().splitlines():
+        line = raw.split("#")[0].strip()
         if line and not line.startswith("-"):
             req = Requirement(line)
             reqs[req.name.lower()] = req
