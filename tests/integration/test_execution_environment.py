@@ -81,7 +81,10 @@ def test_collections_in_an_ee_declare_paramiko_not_the_controller_stack(tmp_path
     run([BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp_path, REPO], cwd=tmp_path)
     (tarball,) = tmp_path.glob("gpufleet-sglang-*.tar.gz")
     tree = tmp_path / "ee-collections"
-    run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p", tree, tarball], cwd=tmp_path)
+    run(
+        [BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "--force", "-p", tree, tarball],
+        cwd=tmp_path,
+    )
     # the dependencies as the EE installs them (same versions as the `ansible` package carries)
     for fqcn in yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"]:
         ns, name = fqcn.split(".")
