@@ -61,11 +61,11 @@ def strip_comments(text: str, suffix: str) -> str:
     return text
 
 
-def collections_used(paths: Iterable[str], known: set[str]) -> set[str]:
-    """ns.name of every `ns.name.plugin` reference (tasks, filters, connections, Python imports) in
-    YAML, Jinja and Python files. Only names of collections that exist count, so `sglang_facts.a.b`
-    and other dotted variables are not mistaken for one. Python docstrings that merely mention a
-    collection are skipped: only `ansible_collections.<ns>.<name>` imports count there."""
+def plugins_used(paths: Iterable[str], known: set[str]) -> set[str]:
+    """`ns.name.plugin` of every reference (tasks, filters, connections) in YAML and Jinja files, and
+    `ns.name` of every `ansible_collections.<ns>.<name>` import in Python files. Only names of
+    collections that exist count, so `sglang_facts.a.b` and other dotted variables are not mistaken
+    for one; comments and Python docstrings that merely mention a collection do not count."""
     used: set[str] = set()
     for path in paths:
         suffix = Path(path).suffix
@@ -74,8 +74,23 @@ def collections_used(paths: Iterable[str], known: set[str]) -> set[str]:
             used.update(f"{ns}.{name}" for ns, name in re.findall(r"ansible_collections\.(\w+)\.(\w+)", text))
         elif suffix in (".yml", ".yaml", ".j2"):
             text = strip_comments((REPO / path).read_text(), suffix)
-            used.update(f"{m[0]}.{m[1]}" for m in FQCN.findall(text) if f"{m[0]}.{m[1]}" in known)
+            used.update(".".join(m) for m in FQCN.findall(text) if f"{m[0]}.{m[1]}" in known)
     return used
+
+
+def collections_used(paths: Iterable[str], known: set[str]) -> set[str]:
+    return {".".join(ref.split(".")[:2]) for ref in plugins_used(paths, known)}
+
+
+def version_added(fqcn: str) -> Version | None:
+    """The top-level `version_added` of an installed plugin's documentation (None when absent)."""
+    ns, name, plugin = fqcn.split(".")
+    for root in ansible_collections.__path__:
+        for source in sorted(Path(root, ns, name, "plugins").glob(f"*/{plugin}.py")):
+            found = re.search(r"^version_added:\s*['\"]?([0-9.]+)", source.read_text(), re.MULTILINE)
+            if found:
+                return Version(found.group(1))
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +129,24 @@ def test_declared_collections_are_exactly_the_used_ones(files: list[str], known:
     assert ee == used, f"meta/ee-requirements.yml {sorted(ee)} != used {sorted(used)}"
 
 
+def test_declared_floors_cover_every_plugin_used(files: list[str], known: set[str]) -> None:
+    product = [f for f in files if f.startswith(PRODUCT_DIRS) or f in PRODUCT_FILES]
+    ranges = load("galaxy.yml")["dependencies"]
+    checked = 0
+    for ref in sorted(r for r in plugins_used(product, known) if r.count(".") == 2):
+        collection = ".".join(ref.split(".")[:2])
+        added = version_added(ref) if collection in ranges else None
+        if added is None:
+            continue
+        floor = next(Version(s.version) for s in SpecifierSet(ranges[collection]) if s.operator == ">=")
+        assert floor >= added, f"{ref} was added in {collection} {added}; galaxy.yml declares {ranges[collection]}"
+        checked += 1
+    assert checked, "no used plugin with a version_added found: the floor check checked nothing"
+
+
 def test_test_only_collections_come_with_the_toolchain(files: list[str], known: set[str]) -> None:
     tests_only = collections_used([f for f in files if f.startswith(TEST_DIRS)], known) - BUILTIN
-    assert tests_only, "the scan found no collection in molecule/ and tests/ (containers.podman is used there)"
+    assert tests_only, "the scan found no collection in molecule/, tests/ and inventories/local/"
     missing = tests_only - installed_collections()
     assert not missing, f"tests use {sorted(missing)}, which the `ansible` package of requirements.txt lacks"
 
