@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: model_store_errors
 short_description: List what is wrong with the models declared for the model store
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Checks each model (name, repo, revision, source, local_path) and that names are unique.
   - Returns one message per problem, naming the model; an empty list when all are fine.

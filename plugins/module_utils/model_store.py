@@ -75,7 +75,7 @@ def current_link(store: str, name: str) -> str:
 def git_blob_oid_and_sha256(path: str) -> tuple[str, str, int]:
     """The git blob id, the sha256 and the size of a file, read once in chunks."""
     size = os.path.getsize(path)
-    sha1 = hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's object id, compared with the Hub's
+    sha1 = hashlib.sha1(b"blob %d\0" % size)
     sha256 = hashlib.sha256()
     with open(path, "rb") as handle:
         while True:

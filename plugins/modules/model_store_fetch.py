@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: model_store_fetch
 short_description: Fetch one model snapshot into the host's model store, by resolved commit, verified
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Resolves O(revision) (a branch, tag or commit) to a commit once and records it, so later runs
     ask the Hub nothing for that revision.
@@ -45,7 +45,9 @@ options:
     type: str
     default: main
   source:
-    description: C(hub) (the Hub or a mirror at O(endpoint)) or C(local) (a directory at O(local_path) holding the snapshot).
+    description:
+      - C(hub) - the Hub, or a mirror at O(endpoint).
+      - C(local) - a directory at O(local_path) holding the snapshot (for example on NFS).
     type: str
     choices: [hub, local]
     default: hub
@@ -239,7 +241,9 @@ class Progress:
 
 def entries_from_hub(api: Any, repo: str, commit: str, include: list[str], exclude: list[str]) -> list[dict]:
     files = [f for f in api.list_repo_tree(repo_id=repo, revision=commit, recursive=True) if hasattr(f, "blob_id")]
-    keep = set(filter_repo_objects([f.path for f in files], allow_patterns=include or None, ignore_patterns=exclude or None))
+    keep = set(
+        filter_repo_objects([f.path for f in files], allow_patterns=include or None, ignore_patterns=exclude or None)
+    )
     return [
         {"path": f.path, "size": f.size, "sha256": f.lfs.sha256 if f.lfs else "", "oid": "" if f.lfs else f.blob_id}
         for f in files
@@ -286,7 +290,7 @@ def resolve(module: AnsibleModule, api: Any, p: dict, refs_path: str) -> tuple[s
         return refs[key], False
     try:
         commit = api.repo_info(repo_id=p["repo"], revision=p["revision"]).sha
-    except Exception as exc:  # noqa: BLE001 - every Hub failure becomes a named message
+    except Exception as exc:
         module.fail_json(msg=hub_error(p["name"], p["repo"], p["revision"], exc))
     if not module.check_mode:
         refs[key] = commit
@@ -294,7 +298,7 @@ def resolve(module: AnsibleModule, api: Any, p: dict, refs_path: str) -> tuple[s
     return commit, refs.get(key) != commit or key not in refs
 
 
-def fetch_and_verify(module: AnsibleModule, p: dict, api: Any, commit: str, partial: str, entries: list[dict]) -> dict:
+def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, entries: list[dict]) -> dict:
     """Download into the .partial directory, verify, fetch failures again once."""
     total = sum(e["size"] for e in entries)
     stat = os.statvfs(p["store"])
@@ -321,8 +325,10 @@ def fetch_and_verify(module: AnsibleModule, p: dict, api: Any, commit: str, part
                     max_workers=p["max_workers"],
                     token=p["token"] or None,
                 )
-        except Exception as exc:  # noqa: BLE001 - named message; the partial download is kept for resume
-            module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc) + f" (partial download kept in {partial})")
+        except Exception as exc:
+            module.fail_json(
+                msg=hub_error(p["name"], p["repo"], commit, exc) + f" (partial download kept in {partial})"
+            )
         downloaded = max(ms.bytes_on_disk(partial) - start, 0)
         seconds = time.monotonic() - began
         progress.write("verifying")
@@ -331,7 +337,9 @@ def fetch_and_verify(module: AnsibleModule, p: dict, api: Any, commit: str, part
         for path in refetched:
             os.unlink(os.path.join(partial, path))
             if p["source"] == "local":
-                module.fail_json(msg=f"model {p['name']}: {path} in {p['local_path']} does not match its record: {failures[path]}")
+                module.fail_json(
+                    msg=f"model {p['name']}: {path} in {p['local_path']} does not match its record: {failures[path]}"
+                )
             hf_hub_download(
                 p["repo"],
                 path,
@@ -403,7 +411,7 @@ def run_module() -> None:
             stats["verify_mb_per_s"] = round(checked / max(verify_s, 1e-6) / 1048576, 1)
         if failures and not module.check_mode:
             # repair in place: fetch the failing files into .partial, verify, move over
-            stats = fetch_and_verify(module, p, api, commit, partial, [e for e in entries if e["path"] in failures])
+            stats = fetch_and_verify(module, p, commit, partial, [e for e in entries if e["path"] in failures])
             for entry in entries:
                 if entry["path"] in failures:
                     os.replace(os.path.join(partial, entry["path"]), os.path.join(final, entry["path"]))
@@ -421,7 +429,7 @@ def run_module() -> None:
                 entries = entries_from_hub(api, p["repo"], commit, p["include"], p["exclude"])
         except ms.ModelStoreError as exc:
             module.fail_json(msg=f"model {p['name']}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - named message
+        except Exception as exc:
             module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc))
         if not entries:
             module.fail_json(msg=f"model {p['name']}: no file of {p['repo']}@{commit} matches include/exclude")
@@ -429,12 +437,16 @@ def run_module() -> None:
         if module.check_mode:
             result["would_download_bytes"] = ms.space_needed(partial, entries)
         else:
-            stats = fetch_and_verify(module, p, api, commit, partial, entries)
+            stats = fetch_and_verify(module, p, commit, partial, entries)
             shutil.rmtree(os.path.join(partial, ".cache"), ignore_errors=True)
             ms.write_json(
                 os.path.join(partial, ms.MARKER),
-                {"repo": p["repo"], "commit": commit, "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "files": entries},
+                {
+                    "repo": p["repo"],
+                    "commit": commit,
+                    "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "files": entries,
+                },
             )
             os.replace(partial, final)
     if not module.check_mode:

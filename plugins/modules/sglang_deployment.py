@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_deployment
 short_description: Record, query and roll back a node's whole SGLang deployment
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - A deployment is one versioned unit of everything that makes an SGLang node serve the way it
     does - the release directory, the rendered server files (systemd unit, server configuration,

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 HUB = REPO / "tests" / "standins" / "hf_hub.py"
 CACHE = Path(os.environ.get("GPUFLEET_CACHE", Path.home() / ".cache" / "gpufleet"))
 VENV = CACHE / "model-store-hf-venv"
-TOKEN = "hf_gated_secret_8c1f2e"  # noqa: S105 - the stand-in's test token
+TOKEN = "hf_gated_secret_8c1f2e"
 
 PLAY = """
 - name: Model store
@@ -260,7 +260,13 @@ def test_local_source_and_check_mode(tmp_path, hub):
     assert first.rc == 0, first.output
     src = Path(first.facts["tiny"]["path"])
     commit = first.facts["tiny"]["commit"]
-    local = {"name": "tiny", "repo": "gpufleet-test/tiny-moe", "revision": commit, "source": "local", "local_path": str(src)}
+    local = {
+        "name": "tiny",
+        "repo": "gpufleet-test/tiny-moe",
+        "revision": commit,
+        "source": "local",
+        "local_path": str(src),
+    }
     planned = run_role(tmp_path, [local], check=True)
     assert planned.rc == 0, planned.output
     assert not (tmp_path / "store" / "gpufleet-test").exists()

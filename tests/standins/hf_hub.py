@@ -43,7 +43,7 @@ LFS_SUFFIXES = (".safetensors", ".bin")
 
 def git_blob_oid(data: bytes) -> str:
     """The git object id of a file, as the Hub reports it for files not stored in LFS."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id, not security
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def safetensors_file(size: int, seed: bytes) -> bytes:
@@ -94,7 +94,7 @@ class Hub:
             revisions = {}
             for version, refs in ((1, ("main", "v1.0")), (2, ("v2",))):
                 files = build_repo(repo_id, args.size_mb, version)
-                commit = hashlib.sha1(  # noqa: S324 - a commit id, not security
+                commit = hashlib.sha1(
                     json.dumps({k: hashlib.sha256(v).hexdigest() for k, v in sorted(files.items())}).encode()
                 ).hexdigest()
                 revisions[commit] = files
@@ -130,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     hub: Hub
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         return
 
     def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, head: bool = False) -> None:
@@ -145,7 +145,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
         body = json.dumps({"error": message}).encode()
-        self._send(status, body, {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"}, head)
+        self._send(
+            status, body, {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"}, head
+        )
 
     def _authorized(self, repo_id: str) -> bool:
         if not self.hub.repos[repo_id]["gated"]:
@@ -159,7 +161,14 @@ class Handler(BaseHTTPRequestHandler):
         self._range = self.headers.get("Range", "")
         try:
             if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] in ("revision", "tree"):
-                self._api(parts[2] + "/" + parts[3], parts[4], parts[5], "/".join(parts[6:]), parse_qs(url.query), head)
+                self._api(
+                    parts[2] + "/" + parts[3],
+                    parts[4],
+                    parts[5],
+                    "/".join(parts[6:]),
+                    query=parse_qs(url.query),
+                    head=head,
+                )
             elif len(parts) >= 5 and parts[2] == "resolve":
                 self._resolve(parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:]), head)
             else:
@@ -187,7 +196,7 @@ class Handler(BaseHTTPRequestHandler):
             self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
         return resolved
 
-    def _api(self, repo_id: str, kind: str, rev: str, sub: str, query: dict, head: bool) -> None:
+    def _api(self, repo_id: str, kind: str, rev: str, sub: str, *, query: dict, head: bool) -> None:
         resolved = self._repo_or_error(repo_id, rev, head)
         if resolved is None:
             return
@@ -209,7 +218,11 @@ class Handler(BaseHTTPRequestHandler):
                     entry = tree_entry(sibling["rfilename"], files[sibling["rfilename"]])
                     sibling["blobId"] = entry["oid"]
                     if "lfs" in entry:
-                        sibling["lfs"] = {"sha256": entry["lfs"]["oid"], "size": entry["lfs"]["size"], "pointerSize": 134}
+                        sibling["lfs"] = {
+                            "sha256": entry["lfs"]["oid"],
+                            "size": entry["lfs"]["size"],
+                            "pointerSize": 134,
+                        }
             self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
             return
         entries = [tree_entry(path, data) for path, data in sorted(files.items()) if path.startswith(sub)]
@@ -279,10 +292,10 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self._route(head=False)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+    def do_HEAD(self) -> None:
         self._route(head=True)
 
 
