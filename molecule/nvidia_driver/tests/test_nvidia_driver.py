@@ -63,7 +63,7 @@ def test_nvidia_pinning_package_pins_instead_of_our_file(name):
     # NVIDIA's version-locking package for the exact version, installed before the driver
     assert status(node, f"nvidia-driver-pinning-{WANTED}") == f"{WANTED}-1 install ok installed"
     assert not node.file("/etc/apt/preferences.d/gpufleet-nvidia-driver.pref").exists
-    assert "Pin-Priority: 1000" in node.check_output(f"cat /etc/apt/preferences.d/nvidia-driver-pinning-{WANTED}")
+    assert "Pin-Priority: 1000" in node.check_output(f"cat /etc/apt/preferences.d/nvidia-driver-pinning-{WANTED}.pref")
 
 
 @pytest.mark.parametrize("name", GPU_HOSTS + GPU_CONTAINERS)

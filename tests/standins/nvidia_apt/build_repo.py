@@ -260,7 +260,8 @@ def build_pinning_packages(work: Path, pool: Path) -> None:
             name,
             deb_version,
             "all",
-            {f"/etc/apt/preferences.d/{name}": (pinning_preferences(what, pin), 0o644)},
+            # ".pref": apt ignores preferences.d files with any other extension ("580.159.04" has one)
+            {f"/etc/apt/preferences.d/{name}.pref": (pinning_preferences(what, pin), 0o644)},
             f"APT driver pinning file for {what}",
             fields=fields,
         )
