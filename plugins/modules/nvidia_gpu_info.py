@@ -150,12 +150,30 @@ topology:
   type: dict
   sample: {"gpus": ["GPU0", "GPU1"], "nics": [], "matrix": {"GPU0": {"GPU1": "NODE"}, "GPU1": {"GPU0": "NODE"}},
            "affinity": {"GPU0": {"cpu_affinity": "0-47", "numa_affinity": "0", "gpu_numa_id": null}}}
+links:
+  description:
+    - What the P2P matrix says about the links between GPUs.
+    - C(nvlink) is true when some pair of GPUs is joined by NVLink (C(NV<n>) cells); C(pcie_farthest)
+      is the farthest PCIe path between two GPUs (C(PIX), C(PXB), C(PHB), C(NODE), C(SYS)), null
+      without a PCIe pair. Null when O(topology=false) or no GPU is reported.
+  returned: always
+  type: dict
+  sample: {"gpu_count": 8, "nvlink": false, "pcie_farthest": "SYS"}
+nccl_env:
+  description:
+    - NCCL environment derived from the links for a one-node tensor-parallel server; empty with
+      NVLink, one GPU or no topology.
+    - PCIe-only GPUs get C(NCCL_P2P_LEVEL) (the farthest path, in NCCL's names) and C(NCCL_IB_DISABLE=1).
+  returned: always
+  type: dict
+  sample: {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": "1"}
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nccl import NcclTopologyError, link_summary, nccl_env
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
     GPU_INFO_FIELDS,
     NvidiaParseError,
@@ -220,6 +238,8 @@ def run_module() -> None:
         "device_majors": {},
         "device_nodes": [],
         "topology": None,
+        "links": None,
+        "nccl_env": {},
     }
     if not params["nvidia_smi_path"].strip():
         module.fail_json(msg="nvidia_smi_path must not be empty", **result)
@@ -313,7 +333,9 @@ def run_module() -> None:
             )
         try:
             result["topology"] = parse_topo_matrix(out, " ".join(argv))
-        except NvidiaParseError as exc:
+            result["links"] = link_summary(result["topology"])
+            result["nccl_env"] = nccl_env(result["topology"])
+        except (NvidiaParseError, NcclTopologyError) as exc:
             module.fail_json(msg=f"unparsable output: {exc}", **result)
     module.exit_json(**result)
 

@@ -314,7 +314,7 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert release.name.startswith("sglang-0.5.12.post1-")
     assert os.readlink(root / "current") == str(release)
     assert Path(facts["venv_python"]).is_file()
-    assert (release / "gpufleet.env").read_text().splitlines()[-1] == "FLASHINFER_CUDA_ARCH_LIST=12.0f"
+    assert (release / "gpufleet.env").read_text().splitlines()[-1] == "FLASHINFER_CUDA_ARCH_LIST=12.0a"
     manifest = json.loads((release / "gpufleet-release.json").read_text())
     assert manifest["patch_state"] == "patched"
     assert manifest["patches"] == ["flashinfer-autotune"]

@@ -80,6 +80,8 @@ def test_rtxpro6000_8gpu(tmp_path, dev_dir):
     assert "/dev/nvidia-notes.txt" not in paths
     assert len(paths) == 13
     assert result["topology"]["matrix"]["GPU2"]["GPU6"] == "SYS"
+    assert result["links"] == {"gpu_count": 8, "nvlink": False, "pcie_farthest": "SYS"}
+    assert result["nccl_env"] == {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": "1"}
 
 
 def test_570_and_proprietary_are_reported_not_judged(tmp_path, dev_dir):
@@ -94,6 +96,7 @@ def test_570_and_proprietary_are_reported_not_judged(tmp_path, dev_dir):
     assert rc == 0
     assert result["kernel_module"]["flavour"] == "proprietary"
     assert result["topology"] is None
+    assert (result["links"], result["nccl_env"]) == (None, {})
 
 
 def test_check_mode_runs(tmp_path, dev_dir):

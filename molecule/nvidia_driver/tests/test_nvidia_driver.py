@@ -57,6 +57,45 @@ def assert_pinned(node, packages) -> None:
     assert f"Candidate: {WANTED}-1" in policy, policy
 
 
+@pytest.mark.parametrize("name", GPU_HOSTS + GPU_CONTAINERS)
+def test_nvidia_pinning_package_pins_instead_of_our_file(name):
+    node = podman(name)
+    # NVIDIA's version-locking package for the exact version, installed before the driver
+    assert status(node, f"nvidia-driver-pinning-{WANTED}") == f"{WANTED}-1 install ok installed"
+    assert not node.file("/etc/apt/preferences.d/gpufleet-nvidia-driver.pref").exists
+    assert "Pin-Priority: 1000" in node.check_output(f"cat /etc/apt/preferences.d/nvidia-driver-pinning-{WANTED}.pref")
+
+
+@pytest.mark.parametrize("name", GPU_HOSTS + GPU_CONTAINERS)
+def test_cuda_keyring_files_are_the_packages_own(name):
+    node = podman(name)
+    distro = "debian" + node.check_output(". /etc/os-release && echo $VERSION_ID")
+    package_list = f"/etc/apt/sources.list.d/cuda-{distro}-x86_64.list"
+    # nothing cuda-keyring installed was written over (dpkg checks every file's checksum)
+    verify = node.run("dpkg --verify cuda-keyring")
+    assert (verify.rc, verify.stdout) == (0, ""), verify.stdout
+    # a mirror is in use: the package's list (NVIDIA's URL) is diverted aside, not edited
+    assert node.check_output(f"dpkg-divert --truename {package_list}") == f"{package_list}.disabled"
+    assert not node.file(package_list).exists
+    assert (
+        "https://developer.download.nvidia.com/compute/cuda/repos/"
+        in node.file(f"{package_list}.disabled").content_string
+    )
+    sources = node.file("/etc/apt/sources.list.d/gpufleet-cuda.sources").content_string
+    assert f"URIs: file:///srv/gpufleet-standin-apt/{distro}/x86_64/" in sources
+    assert "Signed-By: /usr/share/keyrings/cuda-archive-keyring.gpg" in sources
+
+
+def test_each_distro_trusts_its_own_repository_key():
+    # the Debian 12 and 13 repositories are signed with different keys; each host installed its
+    # distro's cuda-keyring, whose key verified its repository (apt refused nothing above)
+    keyrings = {
+        name: podman(name).check_output("sha256sum /usr/share/keyrings/cuda-archive-keyring.gpg").split()[0]
+        for name in GPU_HOSTS
+    }
+    assert len(set(keyrings.values())) == 2, keyrings
+
+
 def test_host_packages_pinned_and_held(gpu_host):
     assert_pinned(gpu_host, HOST_PACKAGES)
 

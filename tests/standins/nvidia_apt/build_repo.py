@@ -9,14 +9,24 @@ root), and the packages our roles install from it, under their real names and ve
 - ``nvidia-kernel-open-dkms`` / ``nvidia-kernel-dkms`` (open / proprietary kernel modules)
 - ``nvidia-driver-cuda``, ``libcuda1``, ``nvidia-persistenced``, ``nvidia-modprobe`` (userspace)
 - ``cuda-toolkit-13-0``, ``cuda-toolkit-12-8`` (the toolkit with ``nvcc``)
+- ``nvidia-driver-pinning-<branch>`` and ``nvidia-driver-pinning-<version>``: NVIDIA's version-locking
+  packages (NVIDIA driver installation guide, "Version locking"). Their control fields follow the
+  real ones (names, ``Architecture: all``, ``Section: NVIDIA``, ``Provides``/``Conflicts``/``Replaces:
+  nvidia-driver-pinning`` so that one is installed at a time, the descriptions "APT driver pinning
+  file for driver branch 580" / "... for driver version 580.159.04", branch versions such as
+  ``580-5``); each installs an apt preferences file at priority 1000 for its branch or version. The
+  file's name and its exact lines are ours: the real package's file list was not available.
+  Versioned pinning packages exist here for 580.159.04 only; 590.44.01 has the branch package only.
 
 What differs from the real thing, and why: no kernel module can be built or loaded in a test
 container, so the kernel-module packages write the text the real module exposes in
 ``/proc/driver/nvidia/version`` to ``/var/lib/gpufleet-standin/proc/driver/nvidia/version`` (and a
 ``/proc/devices`` capture beside it); tests point the roles' ``*_proc_*_path`` variables there.
 ``nvidia-smi`` is the replaying stand-in from ``tests/standins/nvidia-smi``; ``nvcc`` prints the
-real ``nvcc --version`` text. The repository is signed with a throw-away key made at build time,
-so apt's real signature check runs.
+real ``nvcc --version`` text. Each distro's repository is signed with its own throw-away key made
+at build time (NVIDIA signs the Debian 13 repository with a newer key than Debian 12's), which only
+that distro's ``cuda-keyring`` package carries, so apt's real signature check runs and a role that
+trusted a key of its own choosing would fail.
 
 Also NVIDIA's ``.run`` installer: ``OUTDIR/runfile/NVIDIA-Linux-x86_64-<version>.run`` and ``SHA256SUMS``.
 
@@ -52,6 +62,10 @@ TOOLKITS = (
     ("cuda-toolkit-12-8", "12.8.1-1", "release 12.8, V12.8.93", "cuda_12.8.r12.8/compiler.35583870_0"),
 )
 KEYRING_VERSION = "1.1-1"
+# NVIDIA's version-locking packages: the branch packages (version <branch>-<n>; the real debian12
+# repository lists nvidia-driver-pinning-580 at 580-1 and 580-5) and the versioned ones.
+PINNING_BRANCH_REVISION = "5"
+PINNED_VERSIONS = ("580.159.04",)
 
 
 def run(*cmd: str, **kw) -> subprocess.CompletedProcess:
@@ -69,6 +83,7 @@ def build_deb(  # noqa: PLR0917 (a .deb's fields, passed positionally by every c
     depends: str = "",
     conflicts: str = "",
     scripts: dict[str, str] | None = None,
+    fields: dict[str, str] | None = None,
 ) -> Path:
     """Build one .deb from a {path: (content, mode)} mapping with dpkg-deb."""
     root = workdir / f"{name}_{version}"
@@ -80,14 +95,16 @@ def build_deb(  # noqa: PLR0917 (a .deb's fields, passed positionally by every c
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(content)
         dest.chmod(mode)
+    extra = dict(fields or {})
     control = [
         f"Package: {name}",
         f"Version: {version}",
         f"Architecture: {arch}",
         "Maintainer: gpufleet test stand-in <standin@gpufleet.invalid>",
-        "Section: multiverse/devel",
+        f"Section: {extra.pop('Section', 'multiverse/devel')}",
         "Priority: optional",
     ]
+    control += [f"{key}: {value}" for key, value in extra.items()]
     if depends:
         control.append(f"Depends: {depends}")
     if conflicts:
@@ -213,7 +230,45 @@ def smi_config(version: str) -> str:
     return json.dumps(profile, indent=2) + "\n"
 
 
+def pinning_preferences(what: str, pin: str) -> str:
+    """The apt preferences a pinning package installs: NVIDIA's driver packages held to one branch or version."""
+    return (
+        f"# NVIDIA driver pinning for {what} (gpufleet test stand-in)\n"
+        "Package: *nvidia* libcuda* libnv* libxnvctrl* firmware-nvidia-gsp\n"
+        f"Pin: version {pin}\n"
+        "Pin-Priority: 1000\n"
+    )
+
+
+def build_pinning_packages(work: Path, pool: Path) -> None:
+    fields = {
+        "Section": "NVIDIA",
+        "Provides": "nvidia-driver-pinning",
+        "Conflicts": "nvidia-driver-pinning",
+        "Replaces": "nvidia-driver-pinning",
+    }
+    branches = sorted({version.split(".", 1)[0] for version in DRIVER_VERSIONS})
+    packages = [
+        (branch, f"{branch}-{PINNING_BRANCH_REVISION}", f"driver branch {branch}", f"{branch}.*") for branch in branches
+    ]
+    packages += [(version, f"{version}-1", f"driver version {version}", f"{version}-*") for version in PINNED_VERSIONS]
+    for suffix, deb_version, what, pin in packages:
+        name = f"nvidia-driver-pinning-{suffix}"
+        build_deb(
+            work,
+            pool,
+            name,
+            deb_version,
+            "all",
+            # ".pref": apt ignores preferences.d files with any other extension ("580.159.04" has one)
+            {f"/etc/apt/preferences.d/{name}.pref": (pinning_preferences(what, pin), 0o644)},
+            f"APT driver pinning file for {what}",
+            fields=fields,
+        )
+
+
 def build_packages(work: Path, pool: Path) -> None:
+    build_pinning_packages(work, pool)
     smi = (STANDINS / "nvidia-smi").read_text()
     for version in DRIVER_VERSIONS:
         deb_version = f"{version}-1"
@@ -369,7 +424,7 @@ def runfile_script(version: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def make_key(gnupghome: Path) -> None:
+def make_key(gnupghome: Path, distro: str) -> None:
     gnupghome.mkdir(mode=0o700, parents=True, exist_ok=True)
     run(
         "gpg",
@@ -379,7 +434,7 @@ def make_key(gnupghome: Path) -> None:
         "--quick-gen-key",
         "--passphrase",
         "",
-        "gpufleet stand-in CUDA repository <standin@gpufleet.invalid>",
+        f"gpufleet stand-in CUDA repository {distro} <standin@gpufleet.invalid>",
         "rsa2048",
         "sign",
         "never",
@@ -415,15 +470,9 @@ def main(outdir: str) -> int:
     out = Path(outdir).resolve()
     with tempfile.TemporaryDirectory(prefix="standin-apt-") as tmp:
         work = Path(tmp)
-        # One signing key per OUTDIR, kept beside it: hosts that installed the keyring from an
-        # earlier build must still trust a rebuilt repository, as with NVIDIA's own key.
-        gnupghome = out.with_name(out.name + ".gnupg")
-        if not (gnupghome / "pubring.kbx").exists():
-            shutil.rmtree(gnupghome, ignore_errors=True)
-            make_key(gnupghome)
-        keyring = subprocess.run(
-            ["gpg", "--batch", "--homedir", str(gnupghome), "--export"], check=True, capture_output=True
-        ).stdout
+        # One signing key per distro and OUTDIR, kept beside it: hosts that installed the keyring from an
+        # earlier build must still trust a rebuilt repository, as with NVIDIA's own keys.
+        keyrings = {distro: _signing_key(out, distro) for distro in DISTROS}
         pool = work / "pool"
         pool.mkdir()
         build_packages(work, pool)
@@ -434,8 +483,7 @@ def main(outdir: str) -> int:
             repo.mkdir(parents=True)
             for deb in pool.glob("*.deb"):
                 shutil.copy2(deb, repo / deb.name)
-            key_path = work / "cuda-archive-keyring.gpg"
-            key_path.write_bytes(keyring)
+            gnupghome, keyring = keyrings[distro]
             build_deb(
                 work,
                 repo,
@@ -455,7 +503,7 @@ def main(outdir: str) -> int:
             # dpkg-deb built the keyring package with an empty key file; put the real key in.
             _inject_keyring(work, repo / f"cuda-keyring_{KEYRING_VERSION}_all.deb", keyring)
             write_release(repo, gnupghome)
-        (staging / "cuda-archive-keyring.gpg").write_bytes(keyring)
+        (staging / "cuda-archive-keyring.gpg").write_bytes(keyrings[DISTROS[0]][1])
         runfiles = staging / "runfile"
         runfiles.mkdir()
         sums = []
@@ -475,6 +523,20 @@ def main(outdir: str) -> int:
         staging.rmdir()
     print(f"stand-in CUDA apt repository: {out}/{{{','.join(DISTROS)}}}/x86_64")
     return 0
+
+
+def _signing_key(out: Path, distro: str) -> tuple[Path, bytes]:
+    """(GnuPG home, exported public key) of the key that signs this distro's repository."""
+    # the first distro keeps the name the single key of earlier builds had
+    suffix = ".gnupg" if distro == DISTROS[0] else f".{distro}.gnupg"
+    gnupghome = out.with_name(out.name + suffix)
+    if not (gnupghome / "pubring.kbx").exists():
+        shutil.rmtree(gnupghome, ignore_errors=True)
+        make_key(gnupghome, distro)
+    keyring = subprocess.run(
+        ["gpg", "--batch", "--homedir", str(gnupghome), "--export"], check=True, capture_output=True
+    ).stdout
+    return gnupghome, keyring
 
 
 def _inject_keyring(work: Path, deb: Path, keyring: bytes) -> None:
