@@ -24,7 +24,7 @@ description:
   - Each cgroup rule allows one exact node, so a withheld GPU cannot be reached even by C(mknod).
     Mount entries have no C(optional), so a node missing at start stops the container instead of
     starting it without the node.
-  - Unrelated lines, PVE's description comments and snapshot sections are kept byte for byte:
+  - Unrelated lines, PVE's description comments and snapshot sections are kept byte for byte;
     lines are split on LF only (as PVE and LXC read them), so CRLF line endings, comments holding
     any Unicode (form feed, NEL, U+2028) and a missing final newline are kept. New lines take the
     file's line ending. A second run with the same input reports no change.

@@ -18,8 +18,8 @@ description:
     C(..)), copies each existing one into the journal (mode and owner kept) and records the ones the
     patch will create, then writes C(journal.json) atomically. Files already listed keep their
     first backup, so several patches of one run are undone together.
-  - O(state=recover) undoes what C(journal.json) lists, if there is one: each backed-up file is
-    written back through a temporary file renamed over it (never copied in place), each file the
+  - O(state=recover) undoes what C(journal.json) lists, if there is one. Each backed-up file is
+    written back through a temporary file renamed over it (never copied in place); each file the
     patch created is removed with the directories it created, then the journal is removed. It is
     safe to run again after being killed. Without C(journal.json) it only removes the journal's
     scratch files.

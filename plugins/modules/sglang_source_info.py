@@ -23,7 +23,7 @@ description:
     and C(flashinfer_autotune) (C(should_run_flashinfer_autotune) in
     C(sglang/srt/model_executor/runner/flashinfer_autotune.py), 0.5.15 and later).
   - Fails, naming the files looked for and the version, when none of the known layouts is found.
-  - Refuses to guess: the decision function or its class bound more than once in its scope (Python
+  - Refuses to guess. The decision function or its class bound more than once in its scope (Python
     uses the last), a backend list with an entry that is not a string literal, a malformed dist-info
     C(RECORD) entry for the file, a file over 8 MiB or not UTF-8, and source the parser cannot handle
     (nesting too deep for its recursion or memory limits) each fail with a message naming the file

@@ -55,7 +55,7 @@ def dev_dir(tmp_path: Path) -> Path:
     return dev
 
 
-def run_module(args: dict, workdir: Path, *, wrap: str = "", fsize: int | None = None) -> tuple[int, dict, str]:
+def run_module(args: dict, workdir: Path, *, wrap: str = "", fsize: int | None = None) -> tuple[int, dict]:
     """Run the module; ``wrap`` is a shell prefix run in a private mount namespace first."""
     args_file = workdir / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
@@ -70,7 +70,7 @@ def run_module(args: dict, workdir: Path, *, wrap: str = "", fsize: int | None =
 
     proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, preexec_fn=limit)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
 
 
 def args_for(conf: Path, dev: Path, **more: object) -> dict:
@@ -87,7 +87,7 @@ def merged(tmp_path: Path, dev: Path, text: str, **more: object) -> str:
     scratch.mkdir(exist_ok=True)
     conf = scratch / "101.conf"
     conf.write_bytes(text.encode())
-    rc, result, _ = run_module(args_for(conf, dev, **more), tmp_path)
+    rc, result = run_module(args_for(conf, dev, **more), tmp_path)
     assert rc == 0, result
     return conf.read_bytes().decode()
 
@@ -104,7 +104,7 @@ def test_symlinked_config_writes_the_target_and_keeps_the_link(tmp_path, dev_dir
     link = tmp_path / "101.conf"
     link.symlink_to(target)
 
-    rc, result, _ = run_module(args_for(link, dev_dir), tmp_path)
+    rc, result = run_module(args_for(link, dev_dir), tmp_path)
     assert rc == 0, result
     assert result["changed"] is True
     assert result["dest"] == str(target)
@@ -114,7 +114,7 @@ def test_symlinked_config_writes_the_target_and_keeps_the_link(tmp_path, dev_dir
     assert target.stat().st_mode & 0o7777 == 0o640
     assert listing(real_dir) == ["101.conf"]
 
-    rc, again, _ = run_module(args_for(link, dev_dir), tmp_path)
+    rc, again = run_module(args_for(link, dev_dir), tmp_path)
     assert rc == 0, again
     assert again["changed"] is False
     assert link.is_symlink()
@@ -123,7 +123,7 @@ def test_symlinked_config_writes_the_target_and_keeps_the_link(tmp_path, dev_dir
 def test_dangling_symlink_fails_naming_link_and_target(tmp_path, dev_dir):
     link = tmp_path / "101.conf"
     link.symlink_to(tmp_path / "gone.conf")
-    rc, result, _ = run_module(args_for(link, dev_dir), tmp_path)
+    rc, result = run_module(args_for(link, dev_dir), tmp_path)
     assert rc != 0
     assert f"container config {tmp_path / 'gone.conf'} (symlink {link} -> {tmp_path / 'gone.conf'})" in result["msg"]
     assert "does not exist" in result["msg"]
@@ -163,7 +163,7 @@ def test_bad_settings_fail_naming_them_and_leave_the_file(tmp_path, dev_dir, set
     conf = tmp_path / "101.conf"
     conf.write_text(BASE_PVE)
     before = conf.read_bytes()
-    rc, result, _ = run_module(args_for(conf, dev_dir, settings=settings), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir, settings=settings), tmp_path)
     assert rc != 0
     assert result["failed"] is True
     assert message in result["msg"]
@@ -176,7 +176,7 @@ def test_bad_settings_fail_naming_them_and_leave_the_file(tmp_path, dev_dir, set
 def test_booleans_and_numbers_are_written_as_pve_writes_them(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_text(BASE_PVE)
-    rc, result, _ = run_module(args_for(conf, dev_dir, settings={"onboot": True, "cores": 16}), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir, settings={"onboot": True, "cores": 16}), tmp_path)
     assert rc == 0, result
     lines = conf.read_text().splitlines()
     assert "onboot: 1" in lines
@@ -191,7 +191,7 @@ def test_missing_final_newline_alone_is_not_a_change(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_bytes(done.rstrip("\n").encode())
     before = conf.read_bytes()
-    rc, result, _ = run_module(args_for(conf, dev_dir), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path)
     assert rc == 0, result
     assert result["changed"] is False
     assert conf.read_bytes() == before
@@ -201,7 +201,7 @@ def test_crlf_file_keeps_crlf_and_gets_crlf_lines(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_bytes(BASE_PVE.replace("\n", "\r\n").encode())
     original_lines = BASE_PVE.replace("\n", "\r\n").encode().split(b"\r\n")[:-1]
-    rc, result, _ = run_module(args_for(conf, dev_dir, settings={"cores": "16"}), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir, settings={"cores": "16"}), tmp_path)
     assert rc == 0, result
     assert result["changed"] is True
     data = conf.read_bytes()
@@ -212,7 +212,7 @@ def test_crlf_file_keeps_crlf_and_gets_crlf_lines(tmp_path, dev_dir):
     for line in original_lines:
         if not line.startswith(b"cores:"):
             assert line + b"\r\n" in data
-    rc, again, _ = run_module(args_for(conf, dev_dir, settings={"cores": "16"}), tmp_path)
+    rc, again = run_module(args_for(conf, dev_dir, settings={"cores": "16"}), tmp_path)
     assert again["changed"] is False
     assert conf.read_bytes() == data
 
@@ -223,13 +223,13 @@ def test_comment_with_separator_characters_stays_one_comment(tmp_path, dev_dir, 
     text = comment + BASE_PVE
     conf = tmp_path / "101.conf"
     conf.write_bytes(text.encode())
-    rc, result, _ = run_module(args_for(conf, dev_dir), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path)
     assert rc == 0, result
     data = conf.read_bytes().decode()
     assert data.startswith(comment)
     assert data.count("lxc.cgroup2.devices.allow: a") == 1
     assert "\nlxc.cgroup2.devices.allow: a" not in data
-    rc, again, _ = run_module(args_for(conf, dev_dir), tmp_path)
+    rc, again = run_module(args_for(conf, dev_dir), tmp_path)
     assert again["changed"] is False
     assert conf.read_bytes().decode() == data
 
@@ -238,7 +238,7 @@ def test_not_utf8_fails_naming_the_byte(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_bytes(b"#caf\xe9\n" + BASE_PVE.encode())
     before = conf.read_bytes()
-    rc, result, _ = run_module(args_for(conf, dev_dir), tmp_path)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path)
     assert rc != 0
     assert "is not UTF-8 text (byte 0xe9 at offset 4)" in result["msg"]
     assert conf.read_bytes() == before
@@ -257,7 +257,7 @@ def test_read_only_file_system_fails_naming_the_path(tmp_path, dev_dir):
     wrap = (
         f"mount --bind {shlex.quote(str(ct))} {shlex.quote(str(ct))}; mount -o remount,ro,bind {shlex.quote(str(ct))}"
     )
-    rc, result, _ = run_module(args_for(conf, dev_dir), tmp_path, wrap=wrap)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path, wrap=wrap)
     assert rc != 0
     assert f"cannot write {conf}: Read-only file system" in result["msg"]
     assert "the config was left as it was" in result["msg"]
@@ -302,7 +302,7 @@ def test_file_size_limit_fails_and_leaves_no_temp_file(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_text(BASE_PVE)
     before = conf.read_bytes()
-    rc, result, _ = run_module(args_for(conf, dev_dir), tmp_path, fsize=len(before) + 10)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path, fsize=len(before) + 10)
     assert rc != 0
     assert f"cannot write {conf}: File too large" in result["msg"]
     assert conf.read_bytes() == before
@@ -313,9 +313,7 @@ def test_check_mode_writes_nothing_and_diff_shows_the_plan(tmp_path, dev_dir):
     conf = tmp_path / "101.conf"
     conf.write_text(BASE_PVE)
     before = conf.read_bytes()
-    rc, result, _ = run_module(
-        {**args_for(conf, dev_dir), "_ansible_check_mode": True, "_ansible_diff": True}, tmp_path
-    )
+    rc, result = run_module({**args_for(conf, dev_dir), "_ansible_check_mode": True, "_ansible_diff": True}, tmp_path)
     assert rc == 0, result
     assert result["changed"] is True
     assert "dev0: /dev/nvidia0,mode=0666" in result["diff"]["after"]
