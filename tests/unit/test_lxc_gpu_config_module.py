@@ -7,7 +7,8 @@ Each case asserts the named error, that no traceback came out, and the file syst
 config byte-identical, links intact, no temporary file left. Device nodes are real character
 nodes made with mknod (the test runs as root, as the module does on a Proxmox host). EROFS comes
 from a read-only bind mount and ENOSPC from a tiny tmpfs, each in a private mount namespace
-(``unshare --mount``); EFBIG from RLIMIT_FSIZE set in the module's process.
+(``unshare --mount``); EFBIG from RLIMIT_FSIZE set in the module's process; EACCES from a
+directory of another user with CAP_DAC_OVERRIDE dropped (``setpriv``).
 """
 
 from __future__ import annotations
@@ -296,6 +297,32 @@ def test_full_disk_fails_and_leaves_no_temp_file(tmp_path, dev_dir):
     assert f"cannot write {conf}: No space left on device" in result["msg"]
     assert (tmp_path / "after.conf").read_bytes() == (tmp_path / "seen.conf").read_bytes() == BASE_PVE.encode()
     assert (tmp_path / "after.txt").read_text().split() == ["101.conf", "filler"]
+
+
+@needs_root
+def test_permission_denied_fails_naming_the_path(tmp_path, dev_dir):
+    """The config directory belongs to another user and root runs without CAP_DAC_OVERRIDE."""
+    ct = tmp_path / "ct"
+    ct.mkdir(mode=0o755)
+    conf = ct / "101.conf"
+    conf.write_text(BASE_PVE)
+    os.chown(ct, 65534, 65534)
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args_for(conf, dev_dir)}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", sys.executable, str(MODULE), str(args_file)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert "Traceback" not in proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert proc.returncode != 0
+    assert f"cannot write {conf}: Permission denied" in result["msg"]
+    assert conf.read_text() == BASE_PVE
+    assert listing(ct) == ["101.conf"]
 
 
 def test_file_size_limit_fails_and_leaves_no_temp_file(tmp_path, dev_dir):
