@@ -21,8 +21,8 @@ description:
   - O(state=recover) undoes what C(journal.json) lists, if there is one. Each backed-up file is
     written back through a temporary file renamed over it (never copied in place); each file the
     patch created is removed with the directories it created, then the journal is removed. It is
-    safe to run again after being killed. Without C(journal.json) it only removes the journal's
-    scratch files.
+    safe to run again after being killed. Without C(journal.json) (nothing was patched yet) it
+    only removes the journal.
   - O(state=commit) removes the journal once the patched tree is verified.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
@@ -173,7 +173,11 @@ def recover(journal: str, root: str, check_mode: bool) -> dict:
         return result
     entries = (_load(journal) or {}).get("entries")
     if entries is None:
-        _remove_scratch(journal)
+        # No journal.json: killed before it was written, so nothing was patched yet.
+        if check_mode:
+            _remove_scratch(journal)
+        else:
+            _remove_journal(journal)
         return result
     result["pending"] = True
     result["files"] = [e["path"] for e in entries]

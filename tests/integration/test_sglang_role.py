@@ -206,6 +206,7 @@ def test_check_diff_shows_patch_and_changes_nothing(tmp_path):
     assert '++            "flashinfer_cutlass",' in run.output
     assert sha(site / MODEL_RUNNER) == original
     assert not (tmp_path / "record-check").exists()
+    assert not (tmp_path / "record-check.journal").exists()
 
 
 def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
@@ -257,6 +258,7 @@ def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
     assert not any(o["ok"] for o in got.values()), got
     for name, path in targets.items():
         assert sha(path) == originals[name], (name, got[name])
+    assert leftovers(tmp_path, tmp_path) == []
 
     assert "unknown SGLang autotune layout" in got["unknown"]["msg"]
     assert "SGLang 0.5.12.post1" in got["unknown"]["msg"]

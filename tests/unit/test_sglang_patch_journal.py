@@ -242,3 +242,18 @@ def test_corrupt_journal_is_named_and_kept(tree):
     assert f"{tree['journal'] / 'journal.json'} is not a patch journal" in result["msg"]
     assert (tree["journal"] / "journal.json").read_text() == "{not json"
     assert (tree["root"] / "pkg" / "mod.py").read_text() == ORIGINAL
+
+
+def test_journal_without_journal_json_is_removed_and_nothing_restored(tree):
+    """Killed inside begin, before journal.json: nothing was patched, the partial backups go."""
+    (tree["journal"] / "files" / "pkg").mkdir(parents=True)
+    (tree["journal"] / "files" / "pkg" / "mod.py").write_text("partial")
+    (tree["root"] / "pkg" / "mod.py").write_text("edited by hand after the kill\n")
+    rc, result = run_module(
+        {"journal": str(tree["journal"]), "root": str(tree["root"]), "state": "recover"}, tree["work"]
+    )
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["pending"] is False
+    assert not tree["journal"].exists()
+    assert (tree["root"] / "pkg" / "mod.py").read_text() == "edited by hand after the kill\n"
