@@ -8,7 +8,11 @@
 - Proxmox VE native ``devN:`` entries (PVE >= 8.1) or raw ``lxc.cgroup2.devices.allow`` +
   ``lxc.mount.entry`` lines;
 - plain LXC ``key = value`` lines, with the devices cgroup key chosen from the host's layout;
-- an idempotent merge into an existing config that keeps every unrelated line.
+- an idempotent merge into an existing config that keeps every unrelated byte: lines are split
+  on ``\n`` only (as LXC and PVE read them), so CRLF endings, comments holding a form feed, NEL
+  or U+2028, and a missing final newline are kept as they were;
+- validation of the single-valued ``settings`` a caller adds (no control characters, no section
+  syntax, no keys the merge manages or that may appear more than once).
 
 Every cgroup rule names one exact node (``c 195:0 rwm``), never a whole major: with
 ``195:* rwm`` root in the guest could ``mknod`` a withheld GPU and open it. Mount entries have
@@ -19,6 +23,7 @@ starting without it (nvidia-smi works, CUDA does not).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +41,24 @@ _PVE_LINE_RE = re.compile(r"^(?P<key>[A-Za-z0-9_.\-]+):\s?(?P<value>.*)$")
 _LXC_LINE_RE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.\-]+)\s*=\s?(?P<value>.*?)\s*$")
 _PVE_DEV_KEY_RE = re.compile(r"^dev(\d+)$")
 _ALLOW_RE = re.compile(r"^\s*c\s+(\d+):")
+_SETTING_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+# Keys that may appear several times in a config: a single-valued setting would collapse them
+# into one line and drop the others (the merge owns the NVIDIA ones among the first five).
+MULTI_VALUED_KEYS = frozenset(
+    {
+        "lxc.mount.entry",
+        "lxc.cgroup.devices.allow",
+        "lxc.cgroup2.devices.allow",
+        "lxc.cgroup.devices.deny",
+        "lxc.cgroup2.devices.deny",
+        "lxc.idmap",
+        "lxc.environment",
+        "lxc.cap.drop",
+        "lxc.cap.keep",
+        "lxc.apparmor.raw",
+        "lxc.mount.auto",
+    }
+)
 
 
 class LxcGpuError(ValueError):
@@ -217,6 +240,62 @@ def limit_entries(memlock: str, nofile: str) -> list[Entry]:
     return [("lxc.prlimit.memlock", memlock), ("lxc.prlimit.nofile", nofile)]
 
 
+# --------------------------------------------------------------------------- settings
+
+
+def forbidden_char(text: str) -> str | None:
+    """The first control or line/paragraph separator character in ``text`` (``U+000A``), if any.
+
+    Covers C0/C1 controls (newline, CR, tab, form feed, NEL) and U+2028/U+2029: characters that
+    split a line for some reader of the file, or hide in a value.
+    """
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def validate_settings(settings: Mapping[object, object]) -> list[Entry]:
+    """``settings`` as ``(key, value)`` strings, or an LxcGpuError naming the bad key or value.
+
+    Keys are config keys (letters, digits, ``.``, ``_``, ``-``): no ``[section]``, no ``:``/``=``,
+    no whitespace. Keys this code manages (``devN``, the devices cgroup keys, ``lxc.mount.entry``)
+    and keys that may appear more than once are refused: setting them would delete lines. Values
+    are strings or numbers (booleans become ``1``/``0``, as PVE and LXC write them) without
+    control characters or separators and without leading or trailing whitespace (the readers
+    drop it, so the value would never read back as written).
+    """
+    entries: list[Entry] = []
+    for raw_key, raw_value in settings.items():
+        key = str(raw_key)
+        if not _SETTING_KEY_RE.fullmatch(key):
+            raise LxcGpuError(
+                f"settings key {key!r} is not a config key (letters, digits, '.', '_', '-'; "
+                "no section, separator or control character)"
+            )
+        if _PVE_DEV_KEY_RE.match(key) or key in MULTI_VALUED_KEYS or key.startswith("lxc.hook."):
+            raise LxcGpuError(
+                f"settings key {key!r} cannot be set: it is managed by this module or may appear more "
+                "than once (pass GPUs with gpus, /dev/shm with shm_size; edit other multi-valued keys yourself)"
+            )
+        if isinstance(raw_value, bool):
+            value = "1" if raw_value else "0"
+        elif isinstance(raw_value, (str, int, float)):
+            value = str(raw_value)
+        else:
+            raise LxcGpuError(f"settings value of {key!r} must be a string or a number, got {raw_value!r}")
+        bad = forbidden_char(value)
+        if bad:
+            raise LxcGpuError(
+                f"settings value of {key!r} contains the control character {bad}: it would split or "
+                "corrupt the config line"
+            )
+        if value != value.strip():
+            raise LxcGpuError(f"settings value of {key!r} has leading or trailing whitespace: {value!r}")
+        entries.append((key, value))
+    return entries
+
+
 # --------------------------------------------------------------------------- config merge
 
 
@@ -241,15 +320,37 @@ def owned_predicate(owned_majors: Iterable[int]) -> Callable[[str, str], bool]:
     return owned
 
 
+def split_lines(text: str) -> tuple[list[str], bool, str]:
+    """Lines of ``text`` split on ``\\n`` only (each keeps a trailing ``\\r``), whether it ends
+    with a newline, and the line ending new lines get (``\\r\\n`` when most lines use it)."""
+    if not text:
+        return [], True, "\n"
+    lines = text.split("\n")
+    final_newline = lines[-1] == ""
+    if final_newline:
+        lines.pop()
+    crlf = sum(1 for line in lines if line.endswith("\r"))
+    return lines, final_newline, "\r\n" if lines and crlf * 2 > len(lines) else "\n"
+
+
+def join_lines(lines: Sequence[str], final_newline: bool) -> str:
+    """Inverse of split_lines."""
+    if not lines:
+        return ""
+    return "\n".join(lines) + ("\n" if final_newline else "")
+
+
 def _parse_line(line: str, style: str) -> Entry | None:
+    line = line.removesuffix("\r")
     if not line.strip() or line.lstrip().startswith("#"):
         return None
     match = (_PVE_LINE_RE if style == "proxmox" else _LXC_LINE_RE).match(line)
     return (match.group("key"), match.group("value")) if match else None
 
 
-def _format(entry: Entry, style: str) -> str:
-    return f"{entry[0]}: {entry[1]}" if style == "proxmox" else f"{entry[0]} = {entry[1]}"
+def _format(entry: Entry, style: str, eol: str = "\n") -> str:
+    line = f"{entry[0]}: {entry[1]}" if style == "proxmox" else f"{entry[0]} = {entry[1]}"
+    return line + ("\r" if eol == "\r\n" else "")
 
 
 def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
@@ -263,7 +364,7 @@ def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
 
 def used_dev_indexes(text: str, owned: Callable[[str, str], bool]) -> set[int]:
     """``devN`` indexes taken by entries this code does not own (e.g. ``/dev/dri``)."""
-    main, _sections = _split_main(text.splitlines(), "proxmox")
+    main, _sections = _split_main(split_lines(text)[0], "proxmox")
     used = set()
     for line in main:
         entry = _parse_line(line, "proxmox")
@@ -322,7 +423,8 @@ def merge_config(
     def group(key: str) -> str:
         return "raw" if style == "lxc" or key.startswith("lxc.") else "plain"
 
-    main, rest = _split_main(text.splitlines(), style)
+    lines, final_newline, eol = split_lines(text)
+    main, rest = _split_main(lines, style)
     kept: list[str | _Slot] = []
     slots: dict[str, _Slot] = {}
     seen: set[str] = set()
@@ -333,7 +435,8 @@ def merge_config(
         elif entry[0] in single:
             if entry[0] not in seen:
                 seen.add(entry[0])
-                kept.append(_format((entry[0], single[entry[0]]), style))
+                cr = "\r" if line.endswith("\r") else ""
+                kept.append(_format((entry[0], single[entry[0]]), style) + cr)
         elif owned(*entry):
             if group(entry[0]) not in slots:
                 slots[group(entry[0])] = _Slot(group(entry[0]))
@@ -365,11 +468,11 @@ def merge_config(
     out: list[str] = []
     for item in kept:
         if isinstance(item, _Slot):
-            out += [_format(e, style) for e in item.entries]
+            out += [_format(e, style, eol) for e in item.entries]
         else:
             out.append(item)
     out += rest
-    return "\n".join(out) + "\n" if out else ""
+    return join_lines(out, final_newline)
 
 
 def _sorted_position(kept: Sequence[str | _Slot], key: str, style: str) -> int:
@@ -406,7 +509,7 @@ def plan_config(
     nodes: Sequence[DeviceNode],
     passthrough: str = "native",
     cgroup_key: str = CGROUP_KEYS[2],
-    settings: Sequence[Entry] = (),
+    settings: Mapping[object, object] | None = None,
     shm_size: str = "",
     dev_mode: str = "0666",
     dev_gid: int | None = None,
@@ -426,4 +529,4 @@ def plan_config(
         block = render_raw(nodes, cgroup_key)
     if shm_size:
         block.append(render_shm(shm_size))
-    return merge_config(text, style, block, settings, owned), block
+    return merge_config(text, style, block, validate_settings(settings or {}), owned), block

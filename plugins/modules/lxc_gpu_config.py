@@ -24,8 +24,16 @@ description:
   - Each cgroup rule allows one exact node, so a withheld GPU cannot be reached even by C(mknod).
     Mount entries have no C(optional), so a node missing at start stops the container instead of
     starting it without the node.
-  - Unrelated lines, PVE's description comments and snapshot sections are kept as they were. The
-    write is atomic; a second run with the same input reports no change.
+  - Unrelated lines, PVE's description comments and snapshot sections are kept byte for byte;
+    lines are split on LF only (as PVE and LXC read them), so CRLF line endings, comments holding
+    any Unicode (form feed, NEL, U+2028) and a missing final newline are kept. New lines take the
+    file's line ending. A second run with the same input reports no change.
+  - "The write is crash-safe: a temporary file in the config's directory, fsynced, given the old
+    file's mode and owner, renamed over the config, then the directory fsynced. Any OS error
+    (read-only file system, file size limit, full disk, permission) fails naming the path and
+    leaves neither a temporary file nor a changed config."
+  - A symlinked O(path) is followed and its target is written; the link itself is never replaced
+    (RV(dest) names the file written). A dangling link fails like a missing file.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
@@ -79,6 +87,12 @@ options:
   settings:
     description:
       - Single-valued keys to set, for example C(cores), C(memory), C(lxc.prlimit.memlock). Updated in place.
+      - Keys are letters, digits, C(.), C(_) and C(-) only (no section syntax). Keys the module manages
+        (C(devN), C(lxc.cgroup*.devices.allow), C(lxc.mount.entry)) and keys that may appear more than once
+        (C(lxc.idmap), C(lxc.environment), C(lxc.hook.*), ...) are refused, as setting them would delete lines.
+      - Values are strings or numbers (booleans are written V(1)/V(0)); a value with a control character
+        (newline, carriage return, tab, form feed, NEL, U+2028, U+2029) or leading/trailing whitespace fails
+        naming the key.
     type: dict
     default: {}
   shm_size:
@@ -142,6 +156,11 @@ entries:
   type: list
   elements: list
   sample: [["dev0", "/dev/nvidia0,mode=0666"]]
+dest:
+  description: The file read and written, O(path) with symlinks resolved.
+  returned: always
+  type: str
+  sample: /etc/pve/nodes/pve1/lxc/101.conf
 exists:
   description: Whether the config file existed (false only in check mode, for a container not created yet).
   returned: always
@@ -155,10 +174,10 @@ cgroup_layout:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import FileWriteError, replace_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     CGROUP_KEYS,
     LxcGpuError,
@@ -173,12 +192,22 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import scan_device_nodes
 
 
-def _write(module: AnsibleModule, path: str, text: str) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".lxc_gpu_config.", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
+def _read_config(path: str) -> str:
+    """The config text, exactly (no newline translation); LxcGpuError when not UTF-8."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LxcGpuError(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+
+
+def _write(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``, keeping its mode and owner."""
+    st = os.stat(path)
+    uid = st.st_uid if os.geteuid() == 0 else None
+    gid = st.st_gid if os.geteuid() == 0 else None
+    replace_file(path, text.encode("utf-8"), mode=st.st_mode & 0o7777, uid=uid, gid=gid, prefix=".lxc_gpu_config.")
 
 
 def run_module() -> None:
@@ -202,11 +231,23 @@ def run_module() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    result: dict = {"changed": False, "exists": False, "gpus": [], "devices": [], "entries": [], "cgroup_layout": None}
     path = p["path"]
-    exists = result["exists"] = os.path.isfile(path)
+    dest = os.path.realpath(path)
+    result: dict = {
+        "changed": False,
+        "dest": dest,
+        "exists": False,
+        "gpus": [],
+        "devices": [],
+        "entries": [],
+        "cgroup_layout": None,
+    }
+    via = f" (symlink {path} -> {dest})" if dest != os.path.abspath(path) else ""
+    exists = result["exists"] = os.path.isfile(dest)
+    if os.path.exists(dest) and not exists:
+        module.fail_json(msg=f"container config {dest}{via} is not a regular file", **result)
     if not exists and not module.check_mode:
-        module.fail_json(msg=f"container config {path} does not exist: create the container first", **result)
+        module.fail_json(msg=f"container config {dest}{via} does not exist: create the container first", **result)
     if not os.path.isdir(p["dev_dir"]):
         module.fail_json(msg=f"dev_dir {p['dev_dir']} is not a directory", **result)
     try:
@@ -225,26 +266,23 @@ def run_module() -> None:
                 cgroup_key = cgroup_devices_key(result["cgroup_layout"])
             else:
                 cgroup_key = CGROUP_KEYS[1 if p["cgroup"] == "v1" else 2]
-        before = ""
-        if exists:
-            with open(path, encoding="utf-8") as handle:
-                before = handle.read()
+        before = _read_config(dest) if exists else ""
         after, entries = plan_config(
             before,
             style=p["flavour"],
             nodes=nodes,
             passthrough=passthrough,
             cgroup_key=cgroup_key,
-            settings=[(str(k), str(v)) for k, v in p["settings"].items()],
+            settings=p["settings"],
             shm_size=p["shm_size"],
             dev_mode=p["dev_mode"],
             dev_gid=p["dev_gid"],
             owned_majors={n.major for n in host_nodes.values()},
         )
     except (LxcGpuError, ValueError) as exc:
-        module.fail_json(msg=f"{path}: {exc}", **result)
+        module.fail_json(msg=f"{dest}{via}: {exc}", **result)
     except OSError as exc:
-        module.fail_json(msg=f"{path}: cannot read {exc.filename}: {exc.strerror}", **result)
+        module.fail_json(msg=f"{dest}{via}: cannot read {exc.filename or dest}: {exc.strerror or exc}", **result)
     result.update(
         gpus=gpus,
         devices=[{"path": n.path, "major": n.major, "minor": n.minor} for n in nodes],
@@ -252,9 +290,14 @@ def run_module() -> None:
         changed=after != before,
     )
     if module._diff:
-        result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+        result["diff"] = {"before": before, "after": after, "before_header": dest, "after_header": dest}
     if result["changed"] and not module.check_mode:
-        _write(module, path, after)
+        try:
+            _write(dest, after)
+        except FileWriteError as exc:
+            module.fail_json(msg=f"{exc}{via}; the config was left as it was", **result)
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write {dest}{via}: {exc.strerror or exc}", **result)
     module.exit_json(**result)
 
 

@@ -23,6 +23,11 @@ description:
     and C(flashinfer_autotune) (C(should_run_flashinfer_autotune) in
     C(sglang/srt/model_executor/runner/flashinfer_autotune.py), 0.5.15 and later).
   - Fails, naming the files looked for and the version, when none of the known layouts is found.
+  - Refuses to guess. The decision function or its class bound more than once in its scope (Python
+    uses the last), a backend list with an entry that is not a string literal, a malformed dist-info
+    C(RECORD) entry for the file, a file over 8 MiB or not UTF-8, and source the parser cannot handle
+    (nesting too deep for its recursion or memory limits) each fail with a message naming the file
+    and, where there is one, the line.
 author:
   - gpufleet maintainers (!UNKNOWN)
 options:
@@ -152,6 +157,9 @@ def main() -> None:
         module.fail_json(msg=str(exc), path=path)
     except (OSError, UnicodeDecodeError) as exc:
         module.fail_json(msg=f"cannot read SGLang source under {path}: {exc}", path=path)
+    except (RecursionError, MemoryError) as exc:
+        limit = "recursion" if isinstance(exc, RecursionError) else "memory"
+        module.fail_json(msg=f"reading SGLang source under {path} ran out of {limit}", path=path)
     module.exit_json(changed=False, **facts)
 
 

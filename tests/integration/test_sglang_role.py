@@ -206,6 +206,7 @@ def test_check_diff_shows_patch_and_changes_nothing(tmp_path):
     assert '++            "flashinfer_cutlass",' in run.output
     assert sha(site / MODEL_RUNNER) == original
     assert not (tmp_path / "record-check").exists()
+    assert not (tmp_path / "record-check.journal").exists()
 
 
 def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
@@ -257,6 +258,7 @@ def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
     assert not any(o["ok"] for o in got.values()), got
     for name, path in targets.items():
         assert sha(path) == originals[name], (name, got[name])
+    assert leftovers(tmp_path, tmp_path) == []
 
     assert "unknown SGLang autotune layout" in got["unknown"]["msg"]
     assert "SGLang 0.5.12.post1" in got["unknown"]["msg"]
@@ -321,9 +323,16 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     on_disk = inspect_sglang(facts["site_packages"])
     assert "flashinfer_cutlass" in on_disk["autotuned_backends"]
 
+    assert manifest["autotune_file_sha256"] == on_disk["autotune_file_sha256"]
+    assert not list(root.glob("releases/.*.patch-journal"))
+
+    # Without RECORD the patch state still comes from the verified file: the manifest keeps the patch.
+    for record in Path(facts["site_packages"]).glob("sglang-*.dist-info/RECORD"):
+        record.unlink()
     second = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
     assert second.rc == 0, second.output
     assert second.changed == 0, second.output
+    assert json.loads((release / "gpufleet-release.json").read_text()) == manifest
 
     third = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.13"))
     assert third.rc == 0, third.output
@@ -347,3 +356,114 @@ def test_role_rejects_bad_input(tmp_path):
     assert run.rc != 0
     assert "sglang_source" in run.output
     assert "svn" in run.output
+
+
+# ---- crash safety: an interrupted run is undone by the next one; a failure leaves nothing ----
+
+CREATE_FILE = """--- /dev/null
++++ b/sglang/gpufleet_marker/created.py
+@@ -0,0 +1 @@
++# created by a gpufleet extra patch
+"""
+
+JOURNAL_MODULE = REPO / "plugins" / "modules" / "sglang_patch_journal.py"
+
+
+def journal_module(args: dict, workdir: Path) -> dict:
+    """Run sglang_patch_journal as Ansible runs it (the state a killed run leaves is made for real)."""
+    import subprocess  # noqa: PLC0415
+
+    args_file = workdir / "journal-args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    proc = subprocess.run(
+        [sys.executable, str(JOURNAL_MODULE), str(args_file)], check=True, capture_output=True, text=True, env=env
+    )
+    return json.loads(proc.stdout)
+
+
+def leftovers(tmp_path: Path, site: Path) -> list[str]:
+    """Journal directories and temporary files anywhere under the test's directories."""
+    found = [str(p) for p in tmp_path.glob("*.journal")]
+    found += [str(p) for p in site.rglob("*") if p.name.startswith(".gpufleet") or p.name.endswith((".orig", ".rej"))]
+    return found
+
+
+def test_interrupted_run_is_undone_and_patched_again_without_record(tmp_path):
+    import subprocess  # noqa: PLC0415
+
+    site = install_wheel("0.5.12.post1", tmp_path / "interrupted")
+    for record in site.glob("sglang-*.dist-info/RECORD"):
+        record.unlink()  # as in a source checkout: RECORD cannot tell patched from upstream
+    target = site / MODEL_RUNNER
+    original = target.read_text(encoding="utf-8")
+    original_sha = sha(target)
+    patched_text = original.replace('            # "flashinfer_cutlass",\n', '            "flashinfer_cutlass",\n', 1)
+    diff = "".join(
+        difflib.unified_diff(
+            original.splitlines(keepends=True),
+            patched_text.splitlines(keepends=True),
+            f"a/{MODEL_RUNNER}",
+            f"b/{MODEL_RUNNER}",
+        )
+    )
+    the_case = case(tmp_path, "interrupted", site)
+    record_dir = Path(the_case["record"])
+    record_dir.mkdir()
+    (record_dir / "flashinfer-autotune.patch").write_text(diff)
+    # what a run killed between apply and verify leaves: the journal written, the patch applied
+    result = journal_module(
+        {
+            "journal": f"{record_dir}.journal",
+            "root": str(site),
+            "state": "begin",
+            "patch": str(record_dir / "flashinfer-autotune.patch"),
+        },
+        tmp_path,
+    )
+    assert result["files"] == [MODEL_RUNNER]
+    subprocess.run(
+        ["patch", "--batch", "-p1", "-d", str(site), "-i", str(record_dir / "flashinfer-autotune.patch")],
+        check=True,
+        capture_output=True,
+    )
+    assert "flashinfer_cutlass" in inspect_sglang(str(site))["autotuned_backends"]
+
+    first = play(tmp_path, PATCH_PLAY, {"cases": [the_case]})
+    assert first.rc == 0, first.output
+    assert "did not finish; restored" in first.output, first.output
+    assert f"{MODEL_RUNNER}" in first.output.split("did not finish; restored", 1)[1][:200]
+    assert outcome(tmp_path, "interrupted") == {"ok": True, "state": "patched"}, first.output
+    assert sha(target) != original_sha
+    assert target.read_text(encoding="utf-8") == patched_text
+    assert leftovers(tmp_path, site) == []
+
+    second = play(tmp_path, PATCH_PLAY, {"cases": [the_case]})
+    assert second.rc == 0, second.output
+    assert second.changed == 0, second.output
+    # verified from the file (the kept patch reverses cleanly), not from the missing RECORD
+    assert outcome(tmp_path, "interrupted") == {"ok": True, "state": "patched"}, second.output
+    assert "flashinfer_cutlass autotune already patched in SGLang 0.5.12.post1" in second.output
+    assert leftovers(tmp_path, site) == []
+
+
+def test_failed_run_restores_every_file_and_removes_created_ones(tmp_path):
+    site = install_wheel("0.5.8", tmp_path / "created")
+    create = tmp_path / "create.patch.j2"
+    create.write_text(CREATE_FILE)
+    bad = tmp_path / "bad.patch.j2"
+    bad.write_text(EXTRA_BAD)
+    files = [site / MODEL_RUNNER, site / "sglang/version.py"]
+    originals = [sha(f) for f in files]
+    extra = [{"name": "create", "template": str(create)}, {"name": "bad", "template": str(bad)}]
+    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, "created", site, extra=extra)]})
+    assert run.rc == 0, run.output
+    got = outcome(tmp_path, "created")
+    assert got["ok"] is False
+    assert "patch bad does not apply to SGLang 0.5.8" in got["msg"]
+    assert "Restored the files it touched from backups" in got["msg"]
+    assert "sha256 is unchanged" in got["msg"]
+    # the autotune patch and the created file were applied before `bad` failed: both undone
+    assert [sha(f) for f in files] == originals
+    assert not (site / "sglang/gpufleet_marker").exists()  # no 0-byte file, no empty directory
+    assert leftovers(tmp_path, site) == []

@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     LxcGpuError,
     cgroup_devices_key,
     cgroup_layout,
+    join_lines,
     limit_entries,
     merge_config,
     owned_predicate,
@@ -31,6 +32,8 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     render_shm,
     resolve_gpu_selection,
     select_device_nodes,
+    split_lines,
+    validate_settings,
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "proxmox_lxc_gpu"
@@ -68,14 +71,14 @@ def rtx_host(gpus: int = 8, uvm: int = 510, caps: int = 511) -> dict[str, Device
     return parse_device_nodes(raw)
 
 
-PVE_SETTINGS = [
-    ("hostname", "sglang-01"),
-    ("cores", "64"),
-    ("memory", "524288"),
-    ("lxc.prlimit.memlock", "unlimited"),
-    ("lxc.prlimit.nofile", "1048576"),
-]
-LXC_SETTINGS = [("lxc.prlimit.memlock", "unlimited"), ("lxc.prlimit.nofile", "1048576")]
+PVE_SETTINGS = {
+    "hostname": "sglang-01",
+    "cores": "64",
+    "memory": "524288",
+    "lxc.prlimit.memlock": "unlimited",
+    "lxc.prlimit.nofile": "1048576",
+}
+LXC_SETTINGS = {"lxc.prlimit.memlock": "unlimited", "lxc.prlimit.nofile": "1048576"}
 
 GOLDEN_CASES = {
     # name: (input, kwargs)
@@ -321,7 +324,7 @@ def test_merge_rejects_bad_input() -> None:
 
 def test_empty_config_gets_sorted_pve_layout() -> None:
     nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
-    out, _ = plan_config("", style="proxmox", nodes=nodes, settings=[("memory", "1024"), ("arch", "amd64")])
+    out, _ = plan_config("", style="proxmox", nodes=nodes, settings={"memory": "1024", "arch": "amd64"})
     assert out.splitlines() == [
         "arch: amd64",
         "dev0: /dev/nvidia0,mode=0666",
@@ -329,4 +332,55 @@ def test_empty_config_gets_sorted_pve_layout() -> None:
         "dev2: /dev/nvidia-uvm,mode=0666",
         "dev3: /dev/nvidia-uvm-tools,mode=0666",
         "memory: 1024",
+    ]
+
+
+# --------------------------------------------------------------------------- bytes kept, settings refused
+
+
+@pytest.mark.parametrize(
+    ("text", "lines", "final_newline", "eol"),
+    [
+        ("", [], True, "\n"),
+        ("a: 1\nb: 2", ["a: 1", "b: 2"], False, "\n"),
+        ("a: 1\r\nb: 2\r\n", ["a: 1\r", "b: 2\r"], True, "\r\n"),
+        ("#x\x0cy\u2028z\x85w\na: 1\n", ["#x\x0cy\u2028z\x85w", "a: 1"], True, "\n"),
+    ],
+)
+def test_split_lines_only_on_lf(text: str, lines: list[str], final_newline: bool, eol: str) -> None:
+    assert split_lines(text) == (lines, final_newline, eol)
+    assert join_lines(lines, final_newline) == text
+
+
+def test_merge_keeps_crlf_odd_comments_and_missing_final_newline() -> None:
+    text = "#desc\x0cwith\u2028seps\r\ncores: 8\r\nmemory: 1024"
+    out = merge_config(text, "proxmox", [("dev0", "/dev/nvidia0")], [("cores", "16")], owned_predicate({195}))
+    assert out == "#desc\x0cwith\u2028seps\r\ncores: 16\r\ndev0: /dev/nvidia0\r\nmemory: 1024"
+    again = merge_config(out, "proxmox", [("dev0", "/dev/nvidia0")], [("cores", "16")], owned_predicate({195}))
+    assert again == out
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"memory": "1\nlxc.cgroup2.devices.allow: a"}, "value of 'memory' contains the control character U+000A"),
+        ({"memory": "1\u2028"}, "U+2028"),
+        ({"x\n[snap]": "1"}, "settings key 'x\\n[snap]' is not a config key"),
+        ({"lxc.mount.entry": "a b none bind 0 0"}, "settings key 'lxc.mount.entry' cannot be set"),
+        ({"dev3": "/dev/dri/card0"}, "settings key 'dev3' cannot be set"),
+        ({"memory": ["1"]}, "must be a string or a number"),
+        ({"memory": "1 "}, "leading or trailing whitespace"),
+    ],
+)
+def test_validate_settings_refuses(settings: dict, message: str) -> None:
+    with pytest.raises(LxcGpuError, match=re.escape(message)):
+        validate_settings(settings)
+
+
+def test_validate_settings_converts() -> None:
+    assert validate_settings({"onboot": True, "swap": False, "cores": 8, "hostname": "a-1"}) == [
+        ("onboot", "1"),
+        ("swap", "0"),
+        ("cores", "8"),
+        ("hostname", "a-1"),
     ]

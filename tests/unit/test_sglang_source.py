@@ -10,6 +10,7 @@ from integration.sglang_wheels import install_wheel, read_member
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import (
     LAYOUTS,
+    MAX_FILE_BYTES,
     SourceError,
     analyse_autotune_source,
     commented_entries,
@@ -232,3 +233,117 @@ def test_no_sglang_package(tmp_path):
 def test_commented_entries_window():
     lines = ["x = [", '    # "a",', '    "b",', "]", '# "c",']
     assert commented_entries(lines, 1, 4) == [{"backend": "a", "line": 2}]
+
+
+# ---- ambiguity and parser limits are errors, never a silent answer -----------------------------
+
+WHITELIST_METHOD = """    def _should_run_flashinfer_autotune(self) -> bool:
+        backend = self.server_args.moe_runner_backend
+        if backend not in [{entries}]:
+            return False
+        return True
+"""
+
+
+def _runner(*methods: str) -> str:
+    return "class ModelRunner:\n" + "\n".join(methods)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Python uses the second definition; reading the first would build the patch from the wrong list
+        (
+            _runner(WHITELIST_METHOD.format(entries='"a"'), WHITELIST_METHOD.format(entries='"b"')),
+            r"ModelRunner\._should_run_flashinfer_autotune is bound 2 times \(lines 2, 8\)",
+        ),
+        (
+            _runner(WHITELIST_METHOD.format(entries='"a"')) + "\nclass ModelRunner:\n    pass\n",
+            r"class ModelRunner is bound 2 times \(lines 1, 8\)",
+        ),
+        (
+            "import os\nclass ModelRunner:\n    if os.environ.get('X'):\n"
+            + "\n".join("    " + line for line in WHITELIST_METHOD.format(entries='"a"').splitlines())
+            + "\n    else:\n        _should_run_flashinfer_autotune = None\n",
+            r"is bound 2 times \(lines 4, 10\)",
+        ),
+        (
+            _runner("    _should_run_flashinfer_autotune = staticmethod(lambda: True)\n"),
+            r"ModelRunner\._should_run_flashinfer_autotune at line 2 is not a plain definition \(Assign\)",
+        ),
+    ],
+)
+def test_rebound_definition_is_refused_naming_file_and_lines(text, message):
+    with pytest.raises(SourceError, match=r"sglang/srt/model_executor/model_runner\.py \(SGLang 1\.0\): .*" + message):
+        analyse_autotune_source(text, LAYOUT["model_runner"], "1.0")
+
+
+def test_module_level_function_defined_twice_is_refused():
+    one = "def should_run_flashinfer_autotune(backend):\n    return backend in ['a']\n"
+    two = "def should_run_flashinfer_autotune(backend):\n    return backend in ['b']\n"
+    with pytest.raises(SourceError, match=r"flashinfer_autotune\.py .*bound 2 times \(lines 1, 3\)"):
+        analyse_autotune_source(one + two, LAYOUT["flashinfer_autotune"], "1.0")
+
+
+def test_backend_list_with_a_non_literal_entry_is_refused():
+    # Before: this list was skipped silently and the later one reported as the whitelist.
+    text = _runner(
+        WHITELIST_METHOD.format(entries='"flashinfer_trtllm", EXTRA_BACKEND')
+        + "        if backend in ['flashinfer_cutlass']:\n            return True\n"
+    )
+    with pytest.raises(
+        SourceError,
+        match=r"model_runner\.py \(SGLang 1\.0\): the backend list at line 4 has an entry that is not a string "
+        r"literal \(line 4: EXTRA_BACKEND\); cannot read it completely",
+    ):
+        analyse_autotune_source(text, LAYOUT["model_runner"], "1.0")
+
+
+@pytest.mark.parametrize(
+    ("padding", "limit"),
+    [("x = " + "1+" * 300000 + "1\n", "recursion"), ("x = " + "-" * 300000 + "1\n", "memory")],
+)
+def test_parser_limits_are_named(padding, limit):
+    text = _runner(WHITELIST_METHOD.format(entries='"a"')) + padding
+    with pytest.raises(
+        SourceError, match=rf"cannot parse .*model_runner\.py \(SGLang 1\.0\): the parser ran out of {limit}"
+    ):
+        analyse_autotune_source(text, LAYOUT["model_runner"], "1.0")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "sglang/a.py,sha256=not*base64!,10",
+            r"RECORD line 2: sha256 digest 'not\*base64!' of sglang/a.py is not valid base64",
+        ),
+        # 41 characters: the raw binascii.Error of the issue ("cannot be 1 more than a multiple of 4")
+        ("sglang/a.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSu,0", r"RECORD line 2: .* is not valid base64"),
+        ("sglang/a.py,sha256=AAAA,0", r"RECORD line 2: sha256 digest of sglang/a.py is 3 bytes, not 32"),
+        ("sglang/a.py,47DEQpj8HBSa,0", r"RECORD line 2: entry for sglang/a.py is not 'path,<algorithm>=<digest>,size'"),
+        ("sglang/a.py,sha256=x", r"RECORD line 2: entry for sglang/a.py is not"),
+    ],
+)
+def test_malformed_record_line_is_named(line, message):
+    record = f"sglang/__init__.py,,\n{line}\n"
+    with pytest.raises(SourceError, match=message):
+        record_sha256(record, "sglang/a.py")
+
+
+def test_record_listing_a_file_twice_with_different_digests_is_refused():
+    empty = "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+    other = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    record = f"sglang/a.py,sha256={empty},0\nsglang/a.py,sha256={other},0\n"
+    with pytest.raises(SourceError, match=r"RECORD line 2: sglang/a\.py is listed again with a different sha256"):
+        record_sha256(record, "sglang/a.py")
+    assert record_sha256(f"sglang/a.py,sha256={empty},0\nsglang/a.py,sha512=abc,0\n", "sglang/a.py") is not None
+
+
+def test_file_over_the_size_cap_is_refused(tmp_path):
+    root = install_wheel("0.5.13", tmp_path)
+    runner = root / LAYOUT["model_runner"].relpath
+    with runner.open("a", encoding="utf-8") as handle:
+        handle.write("#" * (MAX_FILE_BYTES + 1) + "\n")
+    with pytest.raises(SourceError, match=rf"model_runner\.py is larger than {MAX_FILE_BYTES} bytes"):
+        inspect_sglang(str(root))

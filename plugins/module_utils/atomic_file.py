@@ -1,0 +1,82 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Crash-safe file replacement (stdlib only; runs on targets).
+
+``replace_file`` writes the new bytes to a temporary file in the destination's directory,
+fsyncs it, gives it the mode and owner asked for, renames it over the destination and fsyncs
+the directory, so that after a crash or power loss the file is either the old or the new one,
+never a mix or empty. Any OS error (EROFS, EFBIG, ENOSPC, EACCES, ...) removes the temporary
+file and is raised as ``FileWriteError`` whose message names the path and the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+
+# fsync on a directory is refused by some file systems (FUSE, for example PVE's pmxcfs, answers
+# EINVAL or ENOSYS): the rename is then as durable as that file system makes it.
+_DIR_FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
+
+
+class FileWriteError(Exception):
+    """A file could not be replaced; the message names the path and the reason."""
+
+    def __init__(self, message: str, errno_: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno_
+
+
+def fsync_dir(directory: str) -> None:
+    """fsync ``directory`` so a rename in it survives a crash (ignored where unsupported)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def replace_file(
+    path: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    uid: int | None = None,
+    gid: int | None = None,
+    prefix: str = ".gpufleet.",
+) -> None:
+    """Atomically replace (or create) ``path`` with ``data``; see the module docstring."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+            if uid is not None or gid is not None:
+                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        tmp = None
+        fsync_dir(directory)
+    except OSError as exc:
+        raise FileWriteError(f"cannot write {path}: {_describe(exc)}", exc.errno) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
