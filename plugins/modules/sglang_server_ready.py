@@ -12,7 +12,7 @@ module: sglang_server_ready
 short_description: Wait until an SGLang server unit answers its readiness endpoint, failing fast when the unit dies
 version_added: "0.1.0"
 description:
-  - Polls O(url) until it answers HTTP 200, for at most O(timeout_s) seconds (the deadline holds: each
+  - Polls O(url) until it answers HTTP 200, for at most O(timeout_s) seconds (the deadline holds, since each
     probe's own timeout never reaches past it).
   - Before every probe it reads the systemd unit O(service) (C(systemctl show)). When the unit is
     C(failed), has stopped, or restarted more than O(max_restarts) times since the wait began, the wait
