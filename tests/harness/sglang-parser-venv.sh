@@ -17,7 +17,9 @@
 # torch 2.13.0 CPU build (the wheel on this machine's disk; `+cpu` is pinned so pip can never take
 # a multi-GB CUDA build instead); triton (sglang/srt/utils/common.py imports it at module level;
 # importing it touches no GPU); and the pure-Python/CPU packages the import chain needs. Every
-# package is pinned and installed with --no-deps: the set is exactly this list. torchvision is left
+# package is pinned and installed with --no-deps: the set is exactly this list. pyyaml: SGLang's
+# ConfigArgumentMerger reads `--config FILE.yaml` with it (the sglang_server role's argv check merges
+# its options file that way). torchvision is left
 # out on purpose: PyPI's build does not import beside CPU torch, and 0.5.21+ do not need it (0.5.8 to
 # 0.5.20 do, so their parsers need a full CUDA venv; see test_sglang_args_table.py).
 #
@@ -45,6 +47,7 @@ PACKAGES=(
   pydantic-core==2.50.5 pygments==2.21.0 pyzmq==27.3.0 requests==2.34.2 setuptools==84.2.1
   stack-data==0.6.3 starlette==1.10.0 sympy==1.14.0 tqdm==4.70.1 traitlets==5.16.1
   typing-extensions==4.16.0 typing-inspection==0.4.5 urllib3==2.8.0 wcwidth==0.9.4 yarl==1.25.1
+  pyyaml==6.0.3
 )
 
 say() { printf 'sglang-parser-venv: %s\n' "$*" >&2; }

@@ -34,8 +34,16 @@ Real formats it follows:
 - Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
   request errors as ``{"error": {"message": ...}}`` with a 4xx/5xx status.
 
+- ``--config FILE.yaml`` (SGLang >= 0.5.3): options read from a YAML mapping and put before the other
+  command-line flags (so the command line wins), the way SGLang's ``ConfigArgumentMerger`` does: the
+  file must end in .yaml/.yml and hold a mapping; ``key: true`` is the bare ``--key`` (``false``
+  leaves it out: the stand-in has no parser to tell switches from valued flags), a list gives
+  ``--key v1 v2``, a mapping its JSON text, anything else ``--key value``. Read with PyYAML when it
+  is installed, else as JSON (the subset of YAML the sglang_server role writes).
+
 Usage:
     python3 sglang_api.py --model-path M [--host 127.0.0.1] [--port 30000] [any other --flag [value]]
+    python3 sglang_api.py --config /etc/sglang/sglang-server.yaml
 Any ``--flag value`` is accepted (a ``--x`` followed by a token that does not start with ``--`` takes
 it as its value; otherwise it is a boolean true). ``--port 0`` picks a free port; the bound port is
 printed on stdout as ``STANDIN_LISTENING <host> <port>`` and ``--port-file PATH`` writes it to PATH.
@@ -92,6 +100,50 @@ _PIECES = [f" w{i}" for i in range(_VOCAB)]
 _PIECES_B = [p.encode() for p in _PIECES]
 _IDS_B = [str(1000 + i).encode() for i in range(_VOCAB)]
 _COALESCE_HIGH_WATER = 256 * 1024
+
+
+def merge_config(argv: list[str]) -> list[str]:
+    """``argv`` with ``--config FILE`` replaced by the file's options, put first (see the header)."""
+    where = [i for i, tok in enumerate(argv) if tok == "--config"]
+    if not where:
+        return argv
+    if len(where) > 1:
+        raise SystemExit("sglang_api stand-in: Multiple config files specified! Only one allowed.")
+    index = where[0]
+    if index == len(argv) - 1:
+        raise SystemExit("sglang_api stand-in: No config file specified after --config flag!")
+    path = argv[index + 1]
+    if not path.lower().endswith((".yaml", ".yml")):
+        raise SystemExit(f"sglang_api stand-in: Config file must be YAML format, got: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise SystemExit(f"sglang_api stand-in: cannot read config file {path}: {exc}") from None
+    try:
+        import yaml  # noqa: PLC0415 - optional: the test images have no PyYAML
+
+        data = yaml.safe_load(text)
+    except ImportError:
+        try:
+            data = json.loads(text) if text.strip() else None
+        except ValueError as exc:
+            raise SystemExit(f"sglang_api stand-in: {path}: not JSON and PyYAML is not installed: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SystemExit("sglang_api stand-in: Config file must contain a dictionary at root level")
+    merged: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            merged += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            merged += [f"--{key}", *(str(item) for item in value)] if value else []
+        elif isinstance(value, dict):
+            merged += [f"--{key}", json.dumps(value)]
+        else:
+            merged += [f"--{key}", str(value)]
+    return merged + argv[:index] + argv[index + 2 :]
 
 
 def parse_flags(argv: list[str]) -> dict[str, object]:
@@ -812,7 +864,7 @@ async def serve(cfg: Config) -> int:
 
 
 def main(argv: list[str]) -> int:
-    cfg = Config(parse_flags(argv))
+    cfg = Config(parse_flags(merge_config(argv)))
     return asyncio.run(serve(cfg))
 
 

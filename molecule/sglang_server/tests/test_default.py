@@ -11,6 +11,7 @@ import testinfra.utils.ansible_runner
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 
 UNIT = "/etc/systemd/system/sglang-server.service"
+CONFIG = "/etc/sglang/sglang-server.yaml"
 
 
 @pytest.fixture
@@ -24,25 +25,46 @@ def test_service_running(host, journal):
     assert service.is_enabled
 
 
-def test_unit_argv(host):
-    exec_start = host.run("systemctl show -p ExecStart --value sglang-server").stdout
-    for word in [
+def main_pid(host) -> str:
+    pid = host.run("systemctl show -p MainPID --value sglang-server").stdout.strip()
+    assert int(pid) > 0
+    return pid
+
+
+def test_argv_is_launcher_and_config_only(host):
+    """Issue 10: /proc/<pid>/cmdline (what any local user reads) holds no option and no key."""
+    cmdline = host.file(f"/proc/{main_pid(host)}/cmdline").content_string.split("\0")
+    assert [word for word in cmdline if word] == [
+        "/usr/bin/python3",
         "/srv/gpufleet-standins/sglang_api.py",
-        "--model-path /models/GLM-5-NVFP4",
-        "--tp-size 8",
-        "--quantization modelopt_fp4",
-        "--moe-runner-backend flashinfer_cutlass",
-        "--attention-backend triton",
-        "--max-running-requests 2048",
-        "--disable-shared-experts-fusion",
-        "--cuda-graph-backend-decode disabled",
-        "--cuda-graph-backend-prefill disabled",
-        "--enable-metrics",
-        "--api-key ${SGLANG_SERVER_API_KEY}",
-    ]:
-        assert word in exec_start
-    assert "--disable-cuda-graph" not in exec_start
+        "--config",
+        CONFIG,
+    ]
+    assert "molecule-secret-key" not in host.file(f"/proc/{main_pid(host)}/cmdline").content_string
     assert "molecule-secret-key" not in host.file(UNIT).content_string
+    assert "molecule-secret-key" not in host.run("ps -eo args").stdout
+
+
+def test_options_file(host):
+    config = host.file(CONFIG)
+    assert config.mode == 0o600
+    assert config.user == "sglang"
+    options = json.loads(config.content_string)
+    assert options == {
+        "model-path": "/models/GLM-5-NVFP4",
+        "host": "127.0.0.1",
+        "port": "30000",
+        "tp-size": "8",
+        "quantization": "modelopt_fp4",
+        "moe-runner-backend": "flashinfer_cutlass",
+        "attention-backend": "triton",
+        "max-running-requests": "2048",
+        "cuda-graph-backend-decode": "disabled",
+        "cuda-graph-backend-prefill": "disabled",
+        "disable-shared-experts-fusion": True,
+        "enable-metrics": True,
+        "api-key": "molecule-secret-key",
+    }
 
 
 def test_process_user_and_env(host):
@@ -51,14 +73,16 @@ def test_process_user_and_env(host):
     files = host.run("systemctl show -p EnvironmentFiles --value sglang-server").stdout
     assert "/etc/sglang/sglang-server.env" in files
     assert "/etc/sglang/sglang-server.secrets.env" in files
-    env = dict(
-        line.split("=", 1)
-        for line in host.file("/etc/sglang/sglang-server.env").content_string.splitlines()
-        if "=" in line and not line.startswith("#")
-    )
+    # what the process got, read back from the kernel: quoting in the env files is exact
+    environ = host.file(f"/proc/{pid}/environ").content_string.split("\0")
+    env = dict(item.split("=", 1) for item in environ if "=" in item)
     assert env["SGLANG_CACHE_DIR"] == "/var/cache/sglang"
+    assert env["HOME"] == "/var/lib/sglang"
     assert env["NCCL_P2P_LEVEL"] == "SYS"
     assert env["NCCL_IB_DISABLE"] == "1"
+    assert env["STANDIN_STARTUP_DELAY_S"] == "3"
+    assert env["GPUFLEET_QUOTING_PROBE"] == 'a "b" $HOME `id` \\ #c'
+    assert "SGLANG_SERVER_API_KEY" not in env
     assert "video" in host.user("sglang").groups
 
 
@@ -66,6 +90,11 @@ def test_file_modes(host):
     secrets = host.file("/etc/sglang/sglang-server.secrets.env")
     assert secrets.mode == 0o600
     assert secrets.user == "root"
+    assert 'GPUFLEET_QUOTING_PROBE="a \\"b\\" \\$HOME \\`id\\` \\\\ #c"' in secrets.content_string
+    env = host.file("/etc/sglang/sglang-server.env")
+    assert env.mode == 0o644
+    assert "STANDIN" not in env.content_string
+    assert host.file(CONFIG).mode == 0o600
     cache = host.file("/var/cache/sglang")
     assert cache.is_directory
     assert cache.user == "sglang"
@@ -93,3 +122,96 @@ def test_server_info_reflects_flags(host):
 def test_api_key_enforced(host):
     assert get(host, "/server_info").rc != 0
     assert get(host, "/health_generate").rc == 0
+
+
+SANDBOX = {
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+    "RestrictNamespaces": "yes",
+    "DevicePolicy": "closed",
+}
+# Directive names stripped from the deployed unit to get the unit as it was before the sandbox.
+SANDBOX_KEYS = [
+    "NoNewPrivileges",
+    "CapabilityBoundingSet",
+    "AmbientCapabilities",
+    "ProtectSystem",
+    "ReadWritePaths",
+    "ProtectHome",
+    "PrivateTmp",
+    "ProtectKernelTunables",
+    "ProtectKernelModules",
+    "ProtectKernelLogs",
+    "ProtectControlGroups",
+    "ProtectClock",
+    "ProtectHostname",
+    "ProtectProc",
+    "RestrictSUIDSGID",
+    "RestrictRealtime",
+    "LockPersonality",
+    "RestrictNamespaces",
+    "KeyringMode",
+    "UMask",
+    "SystemCallArchitectures",
+    "SystemCallFilter",
+    "SystemCallErrorNumber",
+    "RestrictAddressFamilies",
+    "DevicePolicy",
+    "DeviceAllow",
+]
+
+
+def test_sandbox_properties(host):
+    props = host.run(f"systemctl show -p {','.join(SANDBOX)} sglang-server").stdout
+    got = dict(line.split("=", 1) for line in props.splitlines() if "=" in line)
+    assert got == SANDBOX
+    allow = host.run("systemctl show -p DeviceAllow --value sglang-server").stdout
+    for device in ("char-nvidia rw", "char-nvidiactl rw", "char-nvidia-uvm rw", "char-nvidia-caps r"):
+        assert device in allow
+    paths = host.run("systemctl show -p ReadWritePaths --value sglang-server").stdout.split()
+    assert sorted(paths) == ["/var/cache/sglang", "/var/lib/sglang"]
+
+
+def test_sandbox_is_enforced(host):
+    """Inside the service's mount namespace: / read-only, /home hidden, cache and home writable."""
+    pid = main_pid(host)
+    enter = f"nsenter -t {pid} -m"
+    denied = host.run(f"{enter} touch /usr/gpufleet-probe")
+    assert denied.rc != 0
+    assert "Read-only file system" in denied.stderr
+    assert host.run(f"{enter} ls /home").stdout.strip() == ""
+    for path in ("/var/cache/sglang", "/var/lib/sglang"):
+        assert host.run(f"{enter} touch {path}/.probe && {enter} rm {path}/.probe").rc == 0
+    private_tmp = host.run(f"{enter} findmnt -n -o SOURCE,TARGET /tmp").stdout
+    assert "/tmp" in private_tmp
+
+
+def exposure(host, unit_path: str) -> float:
+    out = host.run(f"systemd-analyze security --offline=yes --no-pager {unit_path}")
+    assert out.rc in (0, 1), out.stderr
+    line = next(line for line in out.stdout.splitlines() if "Overall exposure level" in line)
+    return float(line.split(":")[1].split()[0])
+
+
+def test_exposure_score_before_and_after(host):
+    """systemd-analyze security of the unit with and without the sandbox (printed for the report)."""
+    unit = host.file(UNIT).content_string
+    before_unit = "\n".join(line for line in unit.splitlines() if line.split("=", 1)[0] not in SANDBOX_KEYS)
+    tmp = host.run("mktemp -d").stdout.strip()
+    try:
+        host.run(f"cat > {tmp}/sglang-server.service <<'EOF'\n{before_unit}\nEOF")
+        before = exposure(host, f"{tmp}/sglang-server.service")
+        after = exposure(host, UNIT)
+    finally:
+        host.run(f"rm -rf {tmp}")
+    print(f"\nsystemd-analyze security sglang-server.service: exposure {before} before the sandbox, {after} after")
+    assert before >= 9.0
+    assert after < 5.0

@@ -1,0 +1,125 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Render the SGLang server's option file and the unit's environment files (stdlib only).
+
+Options file (``--config FILE.yaml``, SGLang >= 0.5.3; see docs/sglang-server-hardening.md): SGLang
+reads it with ``yaml.safe_load`` and turns each ``key: value`` back into ``--key value`` before its
+argparse parser runs; ``true`` on a switch gives the bare ``--key``, a list gives ``--key v1 v2``.
+We write every key with dashes, exactly as the flag (``tp-size``), every value as a string, switches
+as ``true``, in the JSON subset of YAML: any YAML parser and ``json`` read it the same way, and no
+value can change type (``"0755"``, ``"no"``, ``"1e3"`` stay strings).
+
+Environment files (systemd ``EnvironmentFile=``): one ``NAME="value"`` per line, the value
+double-quoted with ``\\``, ``"``, `````` ` `````` and ``$`` escaped (systemd reads them with the
+shell's double-quote rules). A name that is not an identifier, or a value with a control character
+(a newline would start a line of its own), is refused with a message that names the key, never the
+value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import known_flags
+
+# Flags that carry secrets: they come from sglang_server_api_key (no_log) only, never from profiles.
+SECRET_FLAGS = ("api-key", "admin-api-key")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ServerConfigError(ValueError):
+    """The options or environment cannot be written safely; the message names the key, not the value."""
+
+
+def check_text(where: str, value: str) -> None:
+    """Refuse a character that is not printable (control, line/paragraph separators, BOM, surrogates)."""
+    for index, char in enumerate(value):
+        if not char.isprintable():
+            raise ServerConfigError(
+                f"{where} contains the non-printable character U+{ord(char):04X} at position {index}; "
+                "control characters and line separators are refused (a newline would inject a line)"
+            )
+
+
+def supports_config(version: str) -> bool:
+    """True when the version's parser has ``--config`` (per the collection's flag table)."""
+    return "--config" in known_flags(version)
+
+
+def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
+    """``['--tp-size', '8', '--enable-metrics']`` -> ``{'tp-size': '8', 'enable-metrics': True}``.
+
+    ``kinds`` maps each flag of the version to bool/value/optional/list (sglang_args.known_flags).
+    A list flag takes the words up to the next known flag.
+    """
+    config: dict[str, Any] = {}
+    index = 0
+    while index < len(argv):
+        flag = argv[index]
+        kind = kinds.get(flag)
+        if kind is None:
+            raise ServerConfigError(f"SGLang option {flag!r} is not a flag this version knows")
+        key = flag[2:]
+        if key in config:
+            raise ServerConfigError(f"SGLang flag {flag} is given twice")
+        index += 1
+        if kind == "bool":
+            config[key] = True
+            continue
+        values = []
+        while index < len(argv) and (kind == "list" or not values) and argv[index] not in kinds:
+            values.append(argv[index])
+            index += 1
+        if not values:
+            raise ServerConfigError(f"SGLang flag {flag} has no value")
+        config[key] = values if kind == "list" else values[0]
+    return config
+
+
+def render_config(argv: list[str], version: str, api_key: str = "") -> str:
+    """The text of the options file for ``argv`` on SGLang ``version``, with the API key if any."""
+    for word in argv:
+        check_text("an SGLang option", word)
+    kinds = known_flags(version)
+    config = config_from_argv(argv, kinds)
+    given = [f"--{key}" for key in SECRET_FLAGS if key in config]
+    if given:
+        raise ServerConfigError(
+            f"{', '.join(given)} must not be set in profiles or extra args (they show in facts and logs); "
+            "set sglang_server_api_key instead"
+        )
+    if api_key:
+        check_text("sglang_server_api_key", api_key)
+        config["api-key"] = api_key
+    return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_env_file(env: dict[str, Any], header: str = "") -> str:
+    """``NAME="value"`` lines for systemd's EnvironmentFile=, sorted by name; refuses unsafe input."""
+    if not isinstance(env, dict):
+        raise ServerConfigError(f"environment must be a dict of NAME: value, got {type(env).__name__}")
+    lines = [f"# {line}" for line in header.splitlines()]
+    for name in sorted(env, key=str):
+        value = env[name]
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ServerConfigError(f"environment variable name {str(name)!r} is not a valid identifier")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ServerConfigError(
+                f"environment variable {name} must be a string or a number, not {type(value).__name__} "
+                '(quote it: "1", "true")'
+            )
+        text = str(value)
+        check_text(f"environment variable {name}", text)
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$", "\\$")
+        lines.append(f'{name}="{escaped}"')
+    return "\n".join(lines) + "\n"
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every occurrence of each non-empty secret replaced by ``<redacted>``."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")
+    return text

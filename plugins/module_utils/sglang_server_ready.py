@@ -1,0 +1,60 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Decide, poll by poll, whether an SGLang server unit is ready, still starting, or will never be (stdlib only).
+
+The readiness wait watches two things: the HTTP readiness endpoint (200 = ready) and the systemd
+unit (``systemctl show`` properties). A unit in ``failed`` state, a unit that stopped, or one that
+restarted more than ``max_restarts`` times since the wait began cannot become ready: the wait ends
+at once instead of polling until its deadline.
+"""
+
+from __future__ import annotations
+
+# systemctl show -p ... : what the verdict needs, and what a failure report shows.
+UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainCode", "ExecMainStatus")
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """``Key=Value`` lines of ``systemctl show`` to a dict (values keep any ``=`` they contain)."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def restarts(props: dict[str, str]) -> int:
+    """NRestarts as an int (0 when systemd does not report it)."""
+    try:
+        return int(props.get("NRestarts", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def unit_verdict(props: dict[str, str], restarts_at_start: int, max_restarts: int) -> tuple[str, str] | None:
+    """``(verdict, reason)`` when the unit cannot become ready, else ``None`` (keep waiting).
+
+    Verdicts: ``failed`` (ActiveState=failed), ``stopped`` (inactive: it exited cleanly or was
+    stopped, and Restart=on-failure will not bring it back), ``crashloop`` (more than
+    ``max_restarts`` automatic restarts since the wait began).
+    """
+    state = props.get("ActiveState", "")
+    detail = (
+        f"result {props.get('Result', '?')}, main process {props.get('ExecMainCode', '?')} "
+        f"status {props.get('ExecMainStatus', '?')}, {restarts(props)} restarts"
+    )
+    if state == "failed":
+        return "failed", f"the unit failed ({detail})"
+    if state == "inactive":
+        return "stopped", f"the unit is not running and will not be restarted ({detail})"
+    since = restarts(props) - restarts_at_start
+    if since > max_restarts:
+        return "crashloop", f"the unit restarted {since} times during the wait, more than {max_restarts} ({detail})"
+    return None
+
+
+def probe_timeout(remaining_s: float, cap_s: float = 60.0) -> float:
+    """Timeout of one HTTP probe: never past the deadline, at least 1 s, at most ``cap_s``."""
+    return max(1.0, min(cap_s, remaining_s))

@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_server_ready
+short_description: Wait until an SGLang server unit answers its readiness endpoint, failing fast when the unit dies
+version_added: "0.1.0"
+description:
+  - Polls O(url) until it answers HTTP 200, for at most O(timeout_s) seconds (the deadline holds, since each
+    probe's own timeout never reaches past it).
+  - Before every probe it reads the systemd unit O(service) (C(systemctl show)). When the unit is
+    C(failed), has stopped, or restarted more than O(max_restarts) times since the wait began, the wait
+    ends at once, long before the deadline.
+  - On failure the result carries the verdict, the unit's state and the last O(journal_lines) lines of
+    its journal, with every value of O(redact) replaced by C(<redacted>).
+author:
+  - gpufleet.sglang contributors (!UNKNOWN)
+options:
+  service:
+    description: Name of the systemd unit (with or without C(.service)).
+    type: str
+    required: true
+  url:
+    description: Readiness URL, for example C(http://127.0.0.1:30000/health_generate).
+    type: str
+    required: true
+  timeout_s:
+    description: Deadline of the whole wait, in seconds.
+    type: int
+    required: true
+  poll_s:
+    description: Seconds between probes.
+    type: int
+    default: 15
+  max_restarts:
+    description: Automatic restarts of the unit tolerated during the wait; one more ends it.
+    type: int
+    default: 3
+  journal_lines:
+    description: Journal lines returned when the wait fails.
+    type: int
+    default: 50
+  redact:
+    description: Secrets (for example the API key) to blank out of the journal lines returned.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; in check mode it returns at once without waiting.
+notes:
+  - A probe that gets no answer, or an answer other than 200, counts as still starting.
+"""
+
+EXAMPLES = r"""
+- name: Wait for the server (JIT compile and autotune can take 10+ minutes)
+  gpufleet.sglang.sglang_server_ready:
+    service: sglang-server
+    url: http://127.0.0.1:30000/health_generate
+    timeout_s: 1800
+    poll_s: 15
+    max_restarts: 3
+"""
+
+RETURN = r"""
+ready:
+  description: Whether the endpoint answered 200 before the deadline.
+  returned: always
+  type: bool
+verdict:
+  description: C(ready), C(timeout), C(failed), C(stopped) or C(crashloop) (C(skipped) in check mode).
+  returned: always
+  type: str
+  sample: crashloop
+reason:
+  description: One line saying why the wait ended.
+  returned: always
+  type: str
+elapsed_s:
+  description: Seconds the wait took.
+  returned: always
+  type: float
+http_status:
+  description: Status of the last probe (null when nothing answered).
+  returned: always
+  type: int
+restarts:
+  description: Automatic restarts of the unit during the wait.
+  returned: always
+  type: int
+unit:
+  description: The unit's last C(systemctl show) properties (ActiveState, SubState, Result, NRestarts, ...).
+  returned: always
+  type: dict
+journal:
+  description: The last O(journal_lines) journal lines of the unit, secrets redacted.
+  returned: when the wait failed
+  type: list
+  elements: str
+"""
+
+import time
+import urllib.error
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import redact
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
+    UNIT_PROPERTIES,
+    parse_show,
+    probe_timeout,
+    restarts,
+    unit_verdict,
+)
+
+
+def _show(module: AnsibleModule, systemctl: str, service: str) -> dict[str, str]:
+    args = [systemctl, "show", "--no-pager", *(f"--property={p}" for p in UNIT_PROPERTIES), service]
+    rc, out, err = module.run_command(args)
+    if rc != 0:
+        module.fail_json(msg=f"sglang_server_ready: systemctl show {service} failed (rc {rc}): {err.strip()}")
+    return parse_show(out)
+
+
+def _probe(url: str, timeout: float) -> int | None:
+    try:
+        response = open_url(url, method="GET", timeout=timeout, validate_certs=False, follow_redirects="none")
+        return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except Exception:  # connection refused, reset, timeout: not up yet
+        return None
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "service": {"type": "str", "required": True},
+            "url": {"type": "str", "required": True},
+            "timeout_s": {"type": "int", "required": True},
+            "poll_s": {"type": "int", "default": 15},
+            "max_restarts": {"type": "int", "default": 3},
+            "journal_lines": {"type": "int", "default": 50},
+            "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    for name in ("timeout_s", "poll_s"):
+        if p[name] <= 0:
+            module.fail_json(msg=f"sglang_server_ready: {name} must be > 0, got {p[name]}")
+    for name in ("max_restarts", "journal_lines"):
+        if p[name] < 0:
+            module.fail_json(msg=f"sglang_server_ready: {name} must be >= 0, got {p[name]}")
+    if not p["url"].startswith(("http://", "https://")):
+        module.fail_json(msg=f"sglang_server_ready: url must start with http:// or https://, got {p['url']!r}")
+    result: dict = {"changed": False, "ready": False, "http_status": None, "restarts": 0, "unit": {}}
+    if module.check_mode:
+        module.exit_json(verdict="skipped", reason="check mode: not waiting", elapsed_s=0.0, **result)
+
+    systemctl = module.get_bin_path("systemctl", required=True)
+    start = time.monotonic()
+    deadline = start + p["timeout_s"]
+    props = _show(module, systemctl, p["service"])
+    baseline = restarts(props)
+    verdict, reason = "timeout", ""
+    while True:
+        props = _show(module, systemctl, p["service"])
+        result["unit"] = props
+        result["restarts"] = max(0, restarts(props) - baseline)
+        dead = unit_verdict(props, baseline, p["max_restarts"])
+        if dead:
+            verdict, reason = dead
+            break
+        status = _probe(p["url"], probe_timeout(deadline - time.monotonic()))
+        result["http_status"] = status
+        if status == 200:
+            verdict, reason = "ready", f"{p['url']} answered 200"
+            break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            reason = f"{p['url']} did not answer 200 within {p['timeout_s']} s (last answer: {status or 'none'})"
+            break
+        time.sleep(min(p["poll_s"], remaining))
+    result.update(verdict=verdict, reason=reason, elapsed_s=round(time.monotonic() - start, 1))
+    if verdict == "ready":
+        result["ready"] = True
+        module.exit_json(**result)
+    journal_bin = module.get_bin_path("journalctl")
+    lines: list[str] = []
+    if journal_bin and p["journal_lines"] > 0:
+        rc, out, err = module.run_command(
+            [journal_bin, "--no-pager", "-u", p["service"], "-n", str(p["journal_lines"])]
+        )
+        lines = (out if rc == 0 else f"journalctl failed (rc {rc}): {err}").splitlines()
+    result["journal"] = [redact(line, p["redact"]) for line in lines]
+    module.fail_json(msg=f"sglang_server_ready: {p['service']}: {reason} after {result['elapsed_s']} s", **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""sglang_server_ready: the unit verdict that ends a readiness wait early, and the probe timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
+    parse_show,
+    probe_timeout,
+    restarts,
+    unit_verdict,
+)
+
+# systemctl show output of a real crash-looping unit (systemd 252): between two restarts
+AUTO_RESTART = """ActiveState=activating
+SubState=auto-restart
+Result=exit-code
+NRestarts=4
+MainPID=0
+ExecMainCode=1
+ExecMainStatus=1
+"""
+
+
+def test_parse_show() -> None:
+    props = parse_show(AUTO_RESTART + "Environment=A=1 B=2\nnoise\n")
+    assert props["SubState"] == "auto-restart"
+    assert props["Environment"] == "A=1 B=2"
+    assert restarts(props) == 4
+    assert restarts({}) == 0
+    assert restarts({"NRestarts": "[not set]"}) == 0
+
+
+@pytest.mark.parametrize(
+    ("props", "at_start", "limit", "verdict"),
+    [
+        ({"ActiveState": "active", "SubState": "running", "NRestarts": "0"}, 0, 3, None),
+        ({"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "3"}, 0, 3, None),
+        ({"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "4"}, 0, 3, "crashloop"),
+        # restarts before the wait began do not count
+        ({"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "9"}, 7, 3, None),
+        ({"ActiveState": "activating", "NRestarts": "1"}, 0, 0, "crashloop"),
+        ({"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0"}, 0, 3, "failed"),
+        ({"ActiveState": "inactive", "SubState": "dead"}, 0, 3, "stopped"),
+    ],
+)
+def test_unit_verdict(props: dict, at_start: int, limit: int, verdict: str | None) -> None:
+    result = unit_verdict(props, at_start, limit)
+    assert (result[0] if result else None) == verdict
+
+
+def test_verdict_reason_says_what_happened() -> None:
+    verdict = unit_verdict(parse_show(AUTO_RESTART), 0, 3)
+    assert verdict is not None
+    assert verdict[0] == "crashloop"
+    assert "restarted 4 times during the wait, more than 3" in verdict[1]
+    assert "result exit-code" in verdict[1]
+    assert "status 1" in verdict[1]
+
+
+@pytest.mark.parametrize(("remaining", "expected"), [(500.0, 60.0), (12.5, 12.5), (0.2, 1.0), (-3.0, 1.0)])
+def test_probe_timeout_never_passes_the_deadline_by_more_than_a_second(remaining: float, expected: float) -> None:
+    assert probe_timeout(remaining) == expected
