@@ -232,11 +232,13 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import GateInputError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
     GateParams,
     plan,
+    redact,
     run_gate,
+    secrets,
     summary_row,
     validate,
 )
@@ -268,14 +270,24 @@ ARGUMENT_SPEC = {
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = GateParams(**module.params)
+    params = GateParams(**{k: v for k, v in module.params.items() if k in GateParams.__dataclass_fields__})
+    hidden = secrets(params)
+
+    def finish(failed: bool, **out: object) -> None:
+        """Every output of the module leaves through here: secrets masked in every form."""
+        masked = redact(out, hidden)
+        if failed:
+            module.fail_json(**masked)  # type: ignore[arg-type]
+        module.exit_json(**masked)  # type: ignore[arg-type]
+
     try:
         validate(params)
     except GateInputError as exc:
-        module.fail_json(msg=f"throughput_gate: {exc}", verdict="unknown", reason="error")
+        finish(True, msg=f"throughput_gate: {exc}", verdict="unknown", reason="error", changed=False)
     the_plan = plan(params)
     if module.check_mode:
-        module.exit_json(
+        finish(
+            False,
             changed=False,
             verdict="unknown",
             reason="check_mode",
@@ -287,8 +299,12 @@ def main() -> None:
     try:
         failed, message, result = run_gate(params)
     except Exception as exc:  # never a traceback: name the failure and stop the play
-        module.fail_json(
-            msg=f"throughput_gate: unexpected error while measuring {params.url}: {exc!r}", verdict="unknown"
+        finish(
+            True,
+            msg=f"throughput_gate: unexpected error while measuring {the_plan['endpoint']}: {exc!r}",
+            verdict="unknown",
+            reason="error",
+            changed=False,
         )
     result["plan"] = the_plan
     result["summary_row"] = summary_row(result)
@@ -296,9 +312,7 @@ def main() -> None:
         module.warn("GPU under-use: average power below 50% of the limit during load (see telemetry)")
     if result.get("reason") == "baseline_insufficient":
         module.warn(f"baseline has {len(params.baseline)} trials (< 5): no statistical verdict")
-    if failed:
-        module.fail_json(msg=message, changed=False, **result)
-    module.exit_json(msg=message, changed=False, **result)
+    finish(failed, msg=message, changed=False, **result)
 
 
 if __name__ == "__main__":
