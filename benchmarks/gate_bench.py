@@ -12,8 +12,11 @@
 (c) decision quality over simulated gates: false-fail rate at 3% trial noise with a 10% tolerance
     (target <= 1%) and detection of a 15% drop (target >= 99%), with the gate's own decision code
     including the extra round on UNKNOWN (an UNKNOWN that remains counts as a failure).
+(d) memory: the peak resident memory a trial adds to a fresh client process (ru_maxrss after the
+    trial minus ru_maxrss before it, warmup done), next to the ceiling the gate computes for the
+    shape (gate_limits.trial_memory_ceiling). Target: measured below the ceiling.
 
-Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c] [--gates 200]
+Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c,d] [--gates 200]
 Loopback only; every run is bounded in requests and time.
 """
 
@@ -23,6 +26,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -38,6 +42,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import
     Shape,
     raise_nofile,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import trial_memory_ceiling
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import decide
 
 STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
@@ -170,10 +175,63 @@ def decisions(gates: int) -> None:
     print(f"    (a 5% drop, within tolerance, fails in {ff / big * 100:.2f}% of {big} gates)")
 
 
+MEMORY_SHAPES = (
+    # concurrency, requests, input_len, output_len, stand-in flags
+    (256, 512, 8192, 2048, ("--stream-interval", "64")),
+    (1024, 2048, 1024, 256, ()),
+)
+
+
+def memory_child(url: str, conc: int, requests: int, input_len: int, output_len: int) -> None:
+    """In a fresh process: warm up, then one trial; print the peak RSS it added (KiB) and its errors."""
+    raise_nofile(conc)
+    client = LoadClient(url, Shape("native", "", input_len, output_len), conc, 300)
+    asyncio.run(client.run_trial(min(conc, 64), min(conc, 64), measure=False))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = asyncio.run(client.run_trial(requests))
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{after - before} {r.events} {len(r.errors)}")
+
+
+def memory(quick: bool) -> None:
+    print("(d) memory: peak RSS one trial adds to a fresh client process vs the gate's ceiling for the shape")
+    print(
+        f"    {'concurrency':>11} {'requests':>8} {'input':>6} {'output':>6} {'events':>8} "
+        f"{'measured':>10} {'ceiling':>10}"
+    )
+    for conc, requests, input_len, output_len, flags in MEMORY_SHAPES[:1] if quick else MEMORY_SHAPES:
+        server = StandIn(0, *flags)
+        try:
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--memory-child",
+                    server.url,
+                    *map(str, (conc, requests, input_len, output_len)),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+            ).stdout.split()
+        finally:
+            server.stop()
+        added_kib, events, errors = (int(x) for x in out[-3:])
+        ceiling = trial_memory_ceiling(conc, requests, input_len, output_len)
+        print(
+            f"    {conc:>11} {requests:>8} {input_len:>6} {output_len:>6} {events:>8} "
+            f"{added_kib / 1024:>7.1f} MiB {ceiling / 2**20:>6.0f} MiB{'  ERRORS' if errors else ''}"
+        )
+
+
 def main() -> int:
+    if len(sys.argv) == 7 and sys.argv[1] == "--memory-child":
+        memory_child(sys.argv[2], *(int(x) for x in sys.argv[3:]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shorter runs")
-    ap.add_argument("--only", default="a,b,c", help="which parts: a,b,c")
+    ap.add_argument("--only", default="a,b,c,d", help="which parts: a,b,c,d")
     ap.add_argument("--gates", type=int, default=200)
     args = ap.parse_args()
     parts = set(args.only.split(","))
@@ -184,6 +242,8 @@ def main() -> int:
         accuracy(args.quick)
     if "c" in parts:
         decisions(args.gates)
+    if "d" in parts:
+        memory(args.quick)
     return 0
 
 

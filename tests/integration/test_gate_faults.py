@@ -86,19 +86,21 @@ def test_stream_fault_never_passes(tmp_path, standin, fault, api):  # noqa: F811
 
 
 HEALTH_FAULTS = {
-    "401": ("HTTP 401", 0),
-    "403": ("HTTP 403", 0),
-    "redirect": ("redirect", 0),
-    "trickle_head": ("not ready after 3s", 3),
-    "trickle_body": ("not ready after 3s", 3),
+    # fault: (message needle, ready_timeout, the deadline that applies): a refusal fails at once,
+    # long before a ready_timeout of 60 s
+    "401": ("HTTP 401", 60, 0),
+    "403": ("HTTP 403", 60, 0),
+    "redirect": ("redirect", 60, 0),
+    "trickle_head": ("not ready after 3s", 3, 3),
+    "trickle_body": ("not ready after 3s", 3, 3),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(HEALTH_FAULTS))
 def test_health_fault_fails_at_once_or_at_ready_timeout(tmp_path, standin, fault):  # noqa: F811
-    needle, deadline = HEALTH_FAULTS[fault]
+    needle, ready_timeout, deadline = HEALTH_FAULTS[fault]
     server = standin("--api-key", KEY, STANDIN_HEALTH_FAULT=fault, STANDIN_TRICKLE_S="0.5")
-    r, duration, everything = run_gate(tmp_path, server.url)
+    r, duration, everything = run_gate(tmp_path, server.url, ready_timeout=ready_timeout)
     assert_failed_cleanly(r, duration, everything, deadline, needle)
     assert server.generation_tokens() == 0  # nothing was sent to /generate
     if fault == "redirect":
