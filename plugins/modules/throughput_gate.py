@@ -303,6 +303,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = GateParams(**{k: v for k, v in module.params.items() if k in GateParams.__dataclass_fields__})
     hidden = secrets(params)
+    module.no_log_values.update(hidden)  # Ansible then masks them in the echoed arguments too
 
     def finish(failed: bool, **out: object) -> None:
         """Every output of the module leaves through here: secrets masked in every form."""
