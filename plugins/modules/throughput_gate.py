@@ -33,7 +33,7 @@ description:
     server answers; a request fails after O(request_timeout) without a new token and in any case
     after O(request_timeout) + O(output_len) x 0.5 s; a trial ends after (waves + 1) x (request
     ceiling + connect timeout), where a wave is O(concurrency) requests; the whole run ends after the
-    sum of these for the most trials it can run. RV(plan.deadlines_s) lists them."
+    sum of these for the most trials it can run. The plan (RV(plan)) lists them as C(deadlines_s)."
   - HTTP 401, 403, 404, 405 or a redirect from the health endpoint fails at once, naming the cause.
   - "Every numeric option must be finite and inside its range (below); C(NaN) and C(inf) are refused.
     Options are checked before any request is sent, including the trial memory ceiling:

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from integration.test_throughput_gate import MODULE_PLAY, run_play, standin  # noqa: F401 (a fixture)
+from integration.test_throughput_gate import MODULE_PLAY, StandIn, run_play
 
 KEY = "gate-Secret-4711"
 MARGIN_S = 10.0
@@ -37,6 +36,20 @@ SHAPE = {
     "telemetry": False,
     "baseline": [1000.0] * 5,
 }
+
+
+@pytest.fixture
+def standin(tmp_path):
+    """Start SGLang stand-ins (tests/standins/sglang_api.py); all are stopped at the end."""
+    started: list[StandIn] = []
+
+    def start(*flags: str, **env: str) -> StandIn:
+        started.append(StandIn(tmp_path, *flags, **env))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 def run_gate(tmp_path: Path, url: str, **args) -> tuple[object, float, str]:
@@ -75,7 +88,7 @@ STREAM_FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(STREAM_FAULTS))
 @pytest.mark.parametrize("api", ["native", "openai"])
-def test_stream_fault_never_passes(tmp_path, standin, fault, api):  # noqa: F811
+def test_stream_fault_never_passes(tmp_path, standin, fault, api):
     needle, deadline = STREAM_FAULTS[fault]
     server = standin("--api-key", KEY, STANDIN_TOKENS_PER_S="2000", STANDIN_FAULT=fault, STANDIN_TRICKLE_S="0.5")
     r, duration, everything = run_gate(tmp_path, server.url, api=api, model="test/model")
@@ -97,7 +110,7 @@ HEALTH_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", sorted(HEALTH_FAULTS))
-def test_health_fault_fails_at_once_or_at_ready_timeout(tmp_path, standin, fault):  # noqa: F811
+def test_health_fault_fails_at_once_or_at_ready_timeout(tmp_path, standin, fault):
     needle, ready_timeout, deadline = HEALTH_FAULTS[fault]
     server = standin("--api-key", KEY, STANDIN_HEALTH_FAULT=fault, STANDIN_TRICKLE_S="0.5")
     r, duration, everything = run_gate(tmp_path, server.url, ready_timeout=ready_timeout)
@@ -120,7 +133,7 @@ def test_health_fault_fails_at_once_or_at_ready_timeout(tmp_path, standin, fault
         ({"api_key": KEY + "\r\nX-Injected: 1"}, "api_key contains a control character"),
     ],
 )
-def test_bad_options_refused_before_any_request(tmp_path, standin, args, needle):  # noqa: F811
+def test_bad_options_refused_before_any_request(tmp_path, standin, args, needle):
     server = standin("--api-key", KEY, STANDIN_TOKENS_PER_S="2000")
     url = args.pop("url", server.url)
     r, duration, everything = run_gate(tmp_path, url, **args)
@@ -129,7 +142,7 @@ def test_bad_options_refused_before_any_request(tmp_path, standin, args, needle)
     assert server.generation_tokens() == 0
 
 
-def test_url_password_masked_in_check_mode_plan(tmp_path, standin):  # noqa: F811
+def test_url_password_masked_in_check_mode_plan(tmp_path, standin):
     server = standin(STANDIN_TOKENS_PER_S="2000")
     url = server.url.replace("http://", f"http://gate:{KEY}@")
     gate_args = {"url": url, **SHAPE}
@@ -141,7 +154,7 @@ def test_url_password_masked_in_check_mode_plan(tmp_path, standin):  # noqa: F81
     assert KEY not in everything
 
 
-def test_pass_message_counts_invalid_trials(tmp_path, standin):  # noqa: F811
+def test_pass_message_counts_invalid_trials(tmp_path, standin):
     # the 2nd trial's first request gets an error event that carries counts; it is retried
     server = standin(
         STANDIN_TOKENS_PER_S="2000",

@@ -346,7 +346,7 @@ def test_checker_openai_errors():
 def mutations(rng: random.Random, event: bytes, n: int) -> list[bytes]:
     alphabet = b'{}[]",:\\ 0123456789-.eEnulltruefalse\x00\x1f\x7f\xc3\xa9\xff'
     out = []
-    for _ in range(n):
+    for _attempt in range(n):
         b = bytearray(event)
         for _k in range(rng.randint(1, 3)):
             i = rng.randrange(len(b) + 1)
