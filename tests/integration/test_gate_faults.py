@@ -168,3 +168,12 @@ def test_pass_message_counts_invalid_trials(tmp_path, standin):
     assert r.res["verdict"] == "pass"
     assert r.res["invalid_trials"] == 1
     assert "1 invalid trial retried, not counted: errors: server sent an error event" in r.res["msg"]
+
+
+def test_request_that_progresses_too_slowly_hits_its_hard_ceiling(tmp_path, standin):
+    # 4 streams share 4 tokens/s: a new token every second (under request_timeout, 2 s), so only
+    # the hard ceiling (2 + 8 x 0.5 = 6 s) stops a request that would need 8 s
+    server = standin("--api-key", KEY, STANDIN_TOKENS_PER_S="4")
+    r, duration, everything = run_gate(tmp_path, server.url)
+    assert_failed_cleanly(r, duration, everything, 6, "its hard ceiling")
+    assert r.res["reason"] == "invalid_trials"
