@@ -15,8 +15,12 @@
 (d) memory: the peak resident memory a trial adds to a fresh client process (ru_maxrss after the
     trial minus ru_maxrss before it, warmup done), next to the ceiling the gate computes for the
     shape (gate_limits.trial_memory_ceiling). Target: measured below the ceiling.
+(e) parse cost: a recorded cumulative native stream (256 tokens, one event per token, 8 events per
+    read as the stand-in sends them) fed straight into the client's protocol, no server and no
+    socket: client CPU per event, best of 5. The least noisy view of the client's ceiling on a
+    shared machine.
 
-Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c,d] [--gates 200]
+Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c,d,e] [--gates 200]
 Loopback only; every run is bounded in requests and time.
 """
 
@@ -37,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
     LoadClient,
     Shape,
@@ -225,13 +230,64 @@ def memory(quick: bool) -> None:
         )
 
 
+def recorded_stream(tokens: int) -> list[bytes]:
+    """The reads of one streamed /generate response as the stand-in sends it (cumulative events)."""
+    pieces = [f" w{i}" for i in range(97)]
+    events = []
+    for k in range(1, tokens + 1):
+        final = k == tokens
+        reason = f'{{"type":"length","length":{k}}}' if final else "null"
+        latency = ',"e2e_latency":0.5' if final else ""
+        meta = (
+            '{"id":"' + "a" * 32 + f'","finish_reason":{reason},"prompt_tokens":16,"completion_tokens":{k},'
+            f'"cached_tokens":0{latency}}}'
+        )
+        text = "".join(pieces[i % 97] for i in range(k))
+        ids = ",".join(str(1000 + i % 97) for i in range(k))
+        events.append(f'data: {{"text":"{text}","output_ids":[{ids}],"meta_info":{meta}}}\n\n'.encode())
+    events.append(b"data: [DONE]\n\n")
+    chunks = [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
+    chunks[-1] += b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    return [head] + [b"".join(chunks[i : i + 8]) for i in range(0, len(chunks), 8)]
+
+
+def parse_cost(quick: bool) -> None:
+    tokens = 256
+    reads = recorded_stream(tokens)
+
+    class Sink:
+        def write(self, data: bytes) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    async def replay(times: int) -> float:
+        meter = gate_client.Meter(concurrency=1, expected_tokens=tokens)
+        conn = gate_client._Conn(meter, Shape("native", "", 16, tokens))
+        conn.transport = Sink()  # type: ignore[assignment]
+        t0 = time.process_time()
+        for _ in range(times):
+            conn.send(b"", False)
+            for data in reads:
+                conn.data_received(data)
+        if meter.errors or meter.completed != times:
+            raise SystemExit(f"replay failed: {meter.errors}")
+        return (time.process_time() - t0) / (times * tokens)
+
+    best = min(asyncio.run(replay(50 if quick else 300)) for _ in range(5))
+    print("(e) parse cost: a recorded 256-token cumulative native stream replayed into the client, no server")
+    print(f"    {best * 1e6:.3f} us of client CPU per event ({1 / best:,.0f} events per CPU-second)")
+
+
 def main() -> int:
     if len(sys.argv) == 7 and sys.argv[1] == "--memory-child":
         memory_child(sys.argv[2], *(int(x) for x in sys.argv[3:]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shorter runs")
-    ap.add_argument("--only", default="a,b,c,d", help="which parts: a,b,c,d")
+    ap.add_argument("--only", default="a,b,c,d,e", help="which parts: a,b,c,d,e")
     ap.add_argument("--gates", type=int, default=200)
     args = ap.parse_args()
     parts = set(args.only.split(","))
@@ -244,6 +300,8 @@ def main() -> int:
         decisions(args.gates)
     if "d" in parts:
         memory(args.quick)
+    if "e" in parts:
+        parse_cost(args.quick)
     return 0
 
 
