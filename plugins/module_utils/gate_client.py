@@ -395,6 +395,7 @@ class _Conn(asyncio.Protocol):
                 raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
             return
         stream = self.status == 200
+        now = time.perf_counter()  # the events of one read arrived together
         sse = self.sse
         pos = 0
         n = len(buf)
@@ -450,7 +451,7 @@ class _Conn(asyncio.Protocol):
                 and buf.find(b"\n", start, end) == end - 2
                 and buf[end - 1] == 10
             ):
-                self._event(buf[start + 6 : end - 2])
+                self._event(buf[start + 6 : end - 2], now)
                 pos = end + 2
                 continue
             pos = start
@@ -467,7 +468,7 @@ class _Conn(asyncio.Protocol):
             return
         if sse:
             for payload in split_events(sse):
-                self._event(payload)
+                self._event(payload, now)
             if len(sse) > self.max_event:
                 raise SSEError(f"an event larger than {self.max_event} bytes (no end after {len(sse)} bytes)")
         if finished and self.state == "body":
@@ -476,13 +477,12 @@ class _Conn(asyncio.Protocol):
             self.meter.completed += 1
             self._resolve()
 
-    def _event(self, payload: bytes) -> None:
+    def _event(self, payload: bytes, now: float) -> None:
         ct = self.checker.event(payload)
         if self.checker.done:
             return  # [DONE]; anything after it fails in event()
         meter = self.meter
         meter.events += 1
-        now = time.perf_counter()
         opens_window = False
         if not self.saw_first:
             self.saw_first = True
