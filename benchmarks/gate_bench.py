@@ -12,8 +12,15 @@
 (c) decision quality over simulated gates: false-fail rate at 3% trial noise with a 10% tolerance
     (target <= 1%) and detection of a 15% drop (target >= 99%), with the gate's own decision code
     including the extra round on UNKNOWN (an UNKNOWN that remains counts as a failure).
+(d) memory: the peak resident memory a trial adds to a fresh client process (ru_maxrss after the
+    trial minus ru_maxrss before it, warmup done), next to the ceiling the gate computes for the
+    shape (gate_limits.trial_memory_ceiling). Target: measured below the ceiling.
+(e) parse cost: a recorded cumulative native stream (256 tokens, one event per token, 8 events per
+    read as the stand-in sends them) fed straight into the client's protocol, no server and no
+    socket: client CPU per event, best of 5. The least noisy view of the client's ceiling on a
+    shared machine.
 
-Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c] [--gates 200]
+Usage:  python3 benchmarks/gate_bench.py [--quick] [--only a,b,c,d,e] [--gates 200]
 Loopback only; every run is bounded in requests and time.
 """
 
@@ -23,6 +30,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -33,11 +41,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
     LoadClient,
     Shape,
     raise_nofile,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import trial_memory_ceiling
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import decide
 
 STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
@@ -170,10 +180,114 @@ def decisions(gates: int) -> None:
     print(f"    (a 5% drop, within tolerance, fails in {ff / big * 100:.2f}% of {big} gates)")
 
 
+MEMORY_SHAPES = (
+    # concurrency, requests, input_len, output_len, stand-in flags
+    (256, 512, 8192, 2048, ("--stream-interval", "64")),
+    (1024, 2048, 1024, 256, ()),
+)
+
+
+def memory_child(url: str, conc: int, requests: int, input_len: int, output_len: int) -> None:
+    """In a fresh process: warm up, then one trial; print the peak RSS it added (KiB) and its errors."""
+    raise_nofile(conc)
+    client = LoadClient(url, Shape("native", "", input_len, output_len), conc, 300)
+    asyncio.run(client.run_trial(min(conc, 64), min(conc, 64), measure=False))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = asyncio.run(client.run_trial(requests))
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{after - before} {r.events} {len(r.errors)}")
+
+
+def memory(quick: bool) -> None:
+    print("(d) memory: peak RSS one trial adds to a fresh client process vs the gate's ceiling for the shape")
+    print(
+        f"    {'concurrency':>11} {'requests':>8} {'input':>6} {'output':>6} {'events':>8} "
+        f"{'measured':>10} {'ceiling':>10}"
+    )
+    for conc, requests, input_len, output_len, flags in MEMORY_SHAPES[:1] if quick else MEMORY_SHAPES:
+        server = StandIn(0, *flags)
+        try:
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--memory-child",
+                    server.url,
+                    *map(str, (conc, requests, input_len, output_len)),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+            ).stdout.split()
+        finally:
+            server.stop()
+        added_kib, events, errors = (int(x) for x in out[-3:])
+        ceiling = trial_memory_ceiling(conc, requests, input_len, output_len)
+        print(
+            f"    {conc:>11} {requests:>8} {input_len:>6} {output_len:>6} {events:>8} "
+            f"{added_kib / 1024:>7.1f} MiB {ceiling / 2**20:>6.0f} MiB{'  ERRORS' if errors else ''}"
+        )
+
+
+def recorded_stream(tokens: int) -> list[bytes]:
+    """The reads of one streamed /generate response as the stand-in sends it (cumulative events)."""
+    pieces = [f" w{i}" for i in range(97)]
+    events = []
+    for k in range(1, tokens + 1):
+        final = k == tokens
+        reason = f'{{"type":"length","length":{k}}}' if final else "null"
+        latency = ',"e2e_latency":0.5' if final else ""
+        meta = (
+            '{"id":"' + "a" * 32 + f'","finish_reason":{reason},"prompt_tokens":16,"completion_tokens":{k},'
+            f'"cached_tokens":0{latency}}}'
+        )
+        text = "".join(pieces[i % 97] for i in range(k))
+        ids = ",".join(str(1000 + i % 97) for i in range(k))
+        events.append(f'data: {{"text":"{text}","output_ids":[{ids}],"meta_info":{meta}}}\n\n'.encode())
+    events.append(b"data: [DONE]\n\n")
+    chunks = [b"%x\r\n%b\r\n" % (len(e), e) for e in events]
+    chunks[-1] += b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    return [head] + [b"".join(chunks[i : i + 8]) for i in range(0, len(chunks), 8)]
+
+
+def parse_cost(quick: bool) -> None:
+    tokens = 256
+    reads = recorded_stream(tokens)
+
+    class Sink:
+        def write(self, data: bytes) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    async def replay(times: int) -> float:
+        meter = gate_client.Meter(concurrency=1, expected_tokens=tokens)
+        conn = gate_client._Conn(meter, Shape("native", "", 16, tokens))
+        conn.transport = Sink()  # type: ignore[assignment]
+        t0 = time.process_time()
+        for _ in range(times):
+            conn.send(b"", False)
+            for data in reads:
+                conn.data_received(data)
+        if meter.errors or meter.completed != times:
+            raise SystemExit(f"replay failed: {meter.errors}")
+        return (time.process_time() - t0) / (times * tokens)
+
+    best = min(asyncio.run(replay(50 if quick else 300)) for _ in range(5))
+    print("(e) parse cost: a recorded 256-token cumulative native stream replayed into the client, no server")
+    print(f"    {best * 1e6:.3f} us of client CPU per event ({1 / best:,.0f} events per CPU-second)")
+
+
 def main() -> int:
+    if len(sys.argv) == 7 and sys.argv[1] == "--memory-child":
+        memory_child(sys.argv[2], *(int(x) for x in sys.argv[3:]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shorter runs")
-    ap.add_argument("--only", default="a,b,c", help="which parts: a,b,c")
+    ap.add_argument("--only", default="a,b,c,d,e", help="which parts: a,b,c,d,e")
     ap.add_argument("--gates", type=int, default=200)
     args = ap.parse_args()
     parts = set(args.only.split(","))
@@ -184,6 +298,10 @@ def main() -> int:
         accuracy(args.quick)
     if "c" in parts:
         decisions(args.gates)
+    if "d" in parts:
+        memory(args.quick)
+    if "e" in parts:
+        parse_cost(args.quick)
     return 0
 
 

@@ -12,18 +12,24 @@ line limits, file-descriptor limits and tokenizer CPU. Here:
 - RLIMIT_NOFILE is raised to fit the connections;
 - responses are read by an ``asyncio.Protocol`` that decodes chunked transfer encoding and splits
   events itself, with no per-line or per-event size limit;
-- tokens are the server's own running ``completion_tokens``, read from raw event bytes
-  (:func:`gate_sse.cheap_completion_tokens`); only the final event is decoded;
+- tokens are the server's own running ``completion_tokens``; every event is checked by
+  :class:`gate_sse.StreamChecker` (malformed, error, backwards, after ``[DONE]``, final count);
 - throughput is measured over the steady-state window: from the moment every worker has its first
   token until the first worker finds no request left to send (warmup ramp and drain tail excluded).
 
 A trial with any error (HTTP status, error event, malformed event, dropped connection, timeout,
 a token count other than the one asked for) is reported as invalid, never as slow.
+
+Deadlines (monotonic clock, :mod:`gate_limits`): a request fails when it makes no progress (a new
+token, or its response head) for ``request_timeout`` seconds, and in any case after
+``request_timeout + output_len x REQUEST_S_PER_TOKEN``; a trial stops at its own deadline. Every
+buffer is bounded: a response head, a chunk-size line and an event larger than its limit are errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import time
@@ -31,15 +37,18 @@ from array import array
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import (
+    CONNECT_TIMEOUT_S,
+    HEAD_MAX_BYTES,
+    REQUEST_S_PER_TOKEN,
+    GateInputError,
+    max_event_bytes,
+    trial_deadline,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
-    DONE,
     SSEError,
-    cheap_completion_tokens,
-    decode_event,
-    final_native,
-    is_error_event,
+    StreamChecker,
     split_events,
-    usage_tokens,
 )
 
 try:  # not on every platform; the module reports what it could do
@@ -53,8 +62,12 @@ _PROMPT_ID_SPAN = 20000
 _FD_HEADROOM = 128
 
 
-class GateInputError(ValueError):
-    """An option or a URL that cannot work; the message names it."""
+__all__ = ["GateInputError", "LoadClient", "Shape", "Target", "TrialResult", "build_request", "raise_nofile"]
+
+
+def bad_header_chars(value: str) -> bool:
+    """True if ``value`` cannot go into an HTTP header as it is (control characters, DEL, non-ASCII)."""
+    return any(not 0x20 <= ord(ch) < 0x7F for ch in value)
 
 
 @dataclass(frozen=True)
@@ -63,23 +76,51 @@ class Target:
     port: int
     base_path: str
     host_header: str
+    basic_auth: str = ""  # "user:password" from the URL, sent as HTTP Basic when no api_key is set
 
     @classmethod
     def from_url(cls, url: str) -> Target:
+        """Parse ``url``. Messages show it with any password masked (the caller masks the whole message too)."""
+        shown = mask_url(url)
+        if any(ch <= " " or ord(ch) > 0x7E for ch in url):
+            raise GateInputError(
+                f"url {shown!r} contains a space, a control or a non-ASCII character; write it percent-encoded"
+            )
         try:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            raise GateInputError(f"url {url!r} is not a valid URL: {exc}") from None
+            raise GateInputError(f"url {shown!r} is not a valid URL: {exc}") from None
         if parts.scheme != "http":
-            raise GateInputError(f"url {url!r}: only http:// is supported (got scheme {parts.scheme!r})")
+            raise GateInputError(f"url {shown!r}: only http:// is supported (got scheme {parts.scheme!r})")
         if not parts.hostname:
-            raise GateInputError(f"url {url!r} has no host")
+            raise GateInputError(f"url {shown!r} has no host")
         if parts.query or parts.fragment:
-            raise GateInputError(f"url {url!r} must not have a query or fragment")
+            raise GateInputError(f"url {shown!r} must not have a query or fragment")
         port = port or 80
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        return cls(parts.hostname, port, parts.path.rstrip("/"), host_header)
+        userinfo, _at, host_header = parts.netloc.rpartition("@")
+        return cls(parts.hostname, port, parts.path.rstrip("/"), host_header, userinfo)
+
+    def auth_header(self, api_key: str | None) -> str:
+        """The Authorization header line (with CRLF) for a request, or an empty string."""
+        if api_key:
+            return f"authorization: Bearer {api_key}\r\n"
+        if self.basic_auth:
+            return f"authorization: Basic {base64.b64encode(self.basic_auth.encode()).decode()}\r\n"
+        return ""
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of its user information replaced by ``********``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not at:
+        return url
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':********' if colon else ''}@{hostport}{slash}{path}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +142,11 @@ class Shape:
             raise GateInputError(f"output_len must be >= 1, got {self.output_len}")
         if self.api == "openai" and not self.model:
             raise GateInputError("api=openai needs model (the served model name)")
+        if self.api_key is not None and bad_header_chars(self.api_key):
+            raise GateInputError(
+                "api_key contains a control character (such as CR or LF), DEL or a non-ASCII character; "
+                "it cannot be sent in an HTTP header (value not shown)"
+            )
 
     def path(self) -> str:
         return "/generate" if self.api == "native" else "/v1/completions"
@@ -136,7 +182,7 @@ def build_request(target: Target, shape: Shape, serial: int) -> bytes:
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
     payload = json.dumps(body, separators=(",", ":")).encode()
-    auth = f"authorization: Bearer {shape.api_key}\r\n" if shape.api_key else ""
+    auth = target.auth_header(shape.api_key)
     head = (
         f"POST {target.base_path}{shape.path()} HTTP/1.1\r\nhost: {target.host_header}\r\n"
         f"content-type: application/json\r\naccept: text/event-stream\r\n{auth}"
@@ -215,6 +261,7 @@ class _Conn(asyncio.Protocol):
     def __init__(self, meter: Meter, shape: Shape) -> None:
         self.meter = meter
         self.shape = shape
+        self.max_event = max_event_bytes(shape.output_len)
         self.transport: asyncio.Transport | None = None
         self.lost = False
         self.raw = bytearray()
@@ -233,17 +280,16 @@ class _Conn(asyncio.Protocol):
         self.tokens = 0
         self.saw_first = False
         self.t_send = 0.0
-        self.t_last = 0.0
+        self.t_progress = 0.0  # last new token (or the response head): the no-progress clock
         self.t_prev = 0.0
-        self.last_payload = b""
         self.body = bytearray()
         self.first_of_worker = False
-        self.got_done = False
+        self.checker = StreamChecker(self.shape.api, self.shape.output_len, self.max_event)
 
     # asyncio callbacks ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not isinstance(transport, asyncio.Transport):
-            raise AssertionError(f"expected an asyncio.Transport, got {type(transport).__name__}")
+            raise TypeError(f"expected an asyncio.Transport, got {type(transport).__name__}")
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -256,28 +302,32 @@ class _Conn(asyncio.Protocol):
             self._fail(f"connection closed by the server mid-response{f' ({exc})' if exc else ''}")
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
-        self.t_last = now
         if self.state == "idle":
             self._fail(f"unexpected bytes from the server between requests: {data[:80]!r}")
             return
-        self.raw += data
         try:
-            if self.state == "head" and not self._parse_head():
-                return
+            if self.state == "head":
+                self.raw += data
+                if not self._parse_head():
+                    return
+                data = bytes(self.raw)
+                self.raw.clear()
+            elif self.raw:
+                data = bytes(self.raw) + data
+                self.raw.clear()
             if self.state == "body":
-                self._parse_body(now)
+                self._parse_body(data)
         except SSEError as exc:
             self._fail(str(exc))
 
     # request lifecycle --------------------------------------------------------------------
     def send(self, request: bytes, first_of_worker: bool) -> asyncio.Future[None]:
         if self.transport is None:
-            raise AssertionError("send() before connection_made()")
+            raise RuntimeError("send() before connection_made()")
         self.reset()
         self.first_of_worker = first_of_worker
         self.state = "head"
-        self.t_send = self.t_last = time.perf_counter()
+        self.t_send = self.t_progress = time.perf_counter()
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self.waiter
@@ -303,9 +353,11 @@ class _Conn(asyncio.Protocol):
     def _parse_head(self) -> bool:
         end = self.raw.find(b"\r\n\r\n")
         if end < 0:
-            if len(self.raw) > 1 << 20:
-                raise SSEError("response head larger than 1 MiB")
+            if len(self.raw) > HEAD_MAX_BYTES:
+                raise SSEError(f"response head larger than {HEAD_MAX_BYTES} bytes")
             return False
+        if end > HEAD_MAX_BYTES:
+            raise SSEError(f"response head larger than {HEAD_MAX_BYTES} bytes")
         head = bytes(self.raw[:end]).decode("latin-1")
         del self.raw[: end + 4]
         lines = head.split("\r\n")
@@ -331,23 +383,27 @@ class _Conn(asyncio.Protocol):
             else:
                 self.body_left = length
         self.state = "body"
+        self.t_progress = time.perf_counter()
         return True
 
-    def _parse_body(self, now: float) -> None:
+    def _parse_body(self, buf: bytes) -> None:
         if not self.chunked:
-            self.body += self.raw
-            self.raw.clear()
+            self.body += buf
             if self.body_left >= 0 and len(self.body) >= self.body_left:
                 self._complete_plain(bytes(self.body[: self.body_left]))
+            elif len(self.body) > self.max_event:
+                raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
             return
-        raw = self.raw
+        stream = self.status == 200
+        now = time.perf_counter()  # the events of one read arrived together
+        sse = self.sse
         pos = 0
-        n = len(raw)
+        n = len(buf)
         finished = False
         while pos < n:
             if self.chunk_left:
                 take = min(self.chunk_left, n - pos)
-                self.sse += raw[pos : pos + take]
+                sse += buf[pos : pos + take]
                 pos += take
                 self.chunk_left -= take
                 if self.chunk_left:
@@ -356,100 +412,94 @@ class _Conn(asyncio.Protocol):
             if self.need_crlf:
                 if n - pos < 2:
                     break
-                if raw[pos : pos + 2] != b"\r\n":
+                if buf[pos] != 13 or buf[pos + 1] != 10:
                     raise SSEError("bad chunked encoding (no CRLF after a chunk)")
                 pos += 2
                 self.need_crlf = False
                 continue
-            i = raw.find(b"\r\n", pos)
+            i = buf.find(b"\r\n", pos)
             if i < 0:
                 if n - pos > 1024:
                     raise SSEError("bad chunked encoding (chunk size line too long)")
                 break
             try:
-                size = int(bytes(raw[pos:i]).split(b";", 1)[0], 16)
+                size = int(buf[pos:i].split(b";", 1)[0], 16)
             except ValueError:
-                raise SSEError(f"bad chunked encoding (chunk size {bytes(raw[pos:i])[:20]!r})") from None
+                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})") from None
+            if size < 0:
+                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})")
             if size == 0:
                 # last chunk; optional trailers end with an empty line
-                j = raw.find(b"\r\n\r\n", i)
-                if j < 0 and raw[i : i + 4] != b"\r\n\r\n":
+                j = buf.find(b"\r\n\r\n", i)
+                if j < 0 and buf[i : i + 4] != b"\r\n\r\n":
+                    if n - i > HEAD_MAX_BYTES:
+                        raise SSEError(f"chunked trailers larger than {HEAD_MAX_BYTES} bytes")
                     break
                 pos = (j + 4) if j >= 0 else n
                 finished = True
                 break
-            pos = i + 2
+            start = i + 2
+            end = start + size
+            # the common case: one whole "data: ...\n\n" event in one whole chunk, no copy to the buffer
+            if (
+                stream
+                and not sse
+                and end + 2 <= n
+                and buf[end] == 13
+                and buf[end + 1] == 10
+                and buf.startswith(b"data: ", start)
+                and buf.find(b"\n", start, end) == end - 2
+                and buf[end - 1] == 10
+            ):
+                self._event(buf[start + 6 : end - 2], now)
+                pos = end + 2
+                continue
+            pos = start
             self.chunk_left = size
-        if pos:
-            del raw[:pos]
-        if self.status != 200:
-            self.body += self.sse
-            self.sse.clear()
+        if pos < n and not finished:
+            self.raw += buf[pos:]
+        if not stream:
+            self.body += sse
+            sse.clear()
             if finished:
                 self._complete_plain(bytes(self.body))
+            elif len(self.body) > self.max_event:
+                raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
             return
-        if self.sse and not self.got_done:
-            self._events(now)
+        if sse:
+            for payload in split_events(sse):
+                self._event(payload, now)
+            if len(sse) > self.max_event:
+                raise SSEError(f"an event larger than {self.max_event} bytes (no end after {len(sse)} bytes)")
         if finished and self.state == "body":
-            if not self.got_done:
+            if not self.checker.done:
                 raise SSEError("stream ended without data: [DONE]")
             self.meter.completed += 1
             self._resolve()
 
-    def _events(self, now: float) -> None:
+    def _event(self, payload: bytes, now: float) -> None:
+        ct = self.checker.event(payload)
+        if self.checker.done:
+            return  # [DONE]; anything after it fails in event()
         meter = self.meter
-        for payload in split_events(self.sse):
-            if payload == DONE:
-                self._check_final()
-                self.got_done = True
-                self.sse.clear()
-                return
-            meter.events += 1
-            ct = cheap_completion_tokens(payload)
-            if ct is None and is_error_event(payload):  # an error event carries no token count
-                decode_event(payload)  # raises SSEError with the server's message
-            opens_window = False
-            if not self.saw_first:
-                self.saw_first = True
-                self.t_prev = now
-                meter.ttft.append(now - self.t_send)
-                if self.first_of_worker:
-                    meter.first_token_workers += 1
-                    opens_window = meter.first_token_workers == meter.concurrency
-            if ct is not None and ct != self.tokens:
-                delta = ct - self.tokens
-                if delta < 0:
-                    raise SSEError(f"completion_tokens went backwards ({self.tokens} -> {ct})")
-                if self.tokens:
-                    meter.itl.append((now - self.t_prev) / delta)
-                self.t_prev = now
-                self.tokens = ct
-                meter.tokens += delta
-            if opens_window:
-                meter.mark_start()
-            self.last_payload = payload
-
-    def _check_final(self) -> None:
-        if not self.last_payload:
-            raise SSEError("stream had no events before [DONE]")
-        obj = decode_event(self.last_payload)
-        if self.shape.api == "native":
-            tokens, finish = final_native(obj)
-        else:
-            tokens = usage_tokens(obj)
-            if tokens is None:
-                raise SSEError("the server sent no usage (stream_options.include_usage not honoured)")
-            finish = None
-        if tokens != self.tokens:  # server counted more than the events carried (no continuous usage)
-            if tokens < self.tokens:
-                raise SSEError(f"final completion_tokens {tokens} below the running count {self.tokens}")
-            self.meter.tokens += tokens - self.tokens
-            self.tokens = tokens
-        if tokens != self.meter.expected_tokens:
-            raise SSEError(
-                f"wrong token count: asked for {self.meter.expected_tokens} tokens with ignore_eos, "
-                f"the server reported {tokens} (finish_reason {finish!r})"
-            )
+        meter.events += 1
+        opens_window = False
+        if not self.saw_first:
+            self.saw_first = True
+            self.t_prev = now
+            meter.ttft.append(now - self.t_send)
+            if self.first_of_worker:
+                meter.first_token_workers += 1
+                opens_window = meter.first_token_workers == meter.concurrency
+        if ct != self.tokens:
+            delta = ct - self.tokens
+            if self.tokens:
+                meter.itl.append((now - self.t_prev) / delta)
+            self.t_prev = self.t_progress = now
+            self.tokens = ct
+            meter.tokens += delta
+        if opens_window:  # the window opens after the tokens that opened it
+            meter.mark_start()
 
     def _complete_plain(self, body: bytes) -> None:
         snippet = body[:200].decode("utf-8", "replace")
@@ -499,12 +549,14 @@ class LoadClient:
         shape.validate()
         if concurrency < 1:
             raise GateInputError(f"concurrency must be >= 1, got {concurrency}")
-        if request_timeout <= 0:
-            raise GateInputError(f"request_timeout must be > 0, got {request_timeout}")
+        if not (math.isfinite(request_timeout) and request_timeout > 0):
+            raise GateInputError(f"request_timeout must be a finite number > 0, got {request_timeout}")
         self.target = Target.from_url(url)
         self.shape = shape
         self.concurrency = concurrency
         self.request_timeout = request_timeout
+        self.connect_timeout = min(CONNECT_TIMEOUT_S, request_timeout)
+        self.request_ceiling = request_timeout + shape.output_len * REQUEST_S_PER_TOKEN
         self.serial = 0
 
     async def _open(self, meter: Meter) -> _Conn:
@@ -512,7 +564,7 @@ class LoadClient:
         try:
             _transport, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(meter, self.shape), self.target.host, self.target.port),
-                timeout=min(30.0, self.request_timeout),
+                timeout=self.connect_timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
             raise ConnectionError(
@@ -520,14 +572,19 @@ class LoadClient:
             ) from None
         return proto
 
-    async def run_trial(self, requests: int, concurrency: int | None = None, measure: bool = True) -> TrialResult:
+    async def run_trial(
+        self, requests: int, concurrency: int | None = None, measure: bool = True, deadline_s: float | None = None
+    ) -> TrialResult:
         """Send ``requests`` requests at fixed concurrency; measure the steady-state window.
 
-        With ``measure=False`` (warmup) a missing steady-state window is not an error.
+        With ``measure=False`` (warmup) a missing steady-state window is not an error. The trial
+        stops, as an error, after ``deadline_s`` seconds (default: :func:`gate_limits.trial_deadline`).
         """
         conc = min(concurrency or self.concurrency, requests)
         if requests < 1:
             raise GateInputError(f"requests must be >= 1, got {requests}")
+        if deadline_s is None:
+            deadline_s = trial_deadline(requests, conc, self.request_ceiling, self.connect_timeout)
         meter = Meter(concurrency=conc, expected_tokens=self.shape.output_len)
         remaining = [requests]
         conns: list[_Conn] = meter.conns
@@ -552,13 +609,26 @@ class LoadClient:
                 await conn.send(build_request(self.target, self.shape, self.serial), first)
                 first = False
 
+        trial_end = t0 + deadline_s
+        idle = self.request_timeout
+        ceiling = self.request_ceiling
+
         async def watchdog() -> None:
             while True:
                 await asyncio.sleep(0.25)
                 now = time.perf_counter()
+                if now >= trial_end and not meter.abort:
+                    meter.error(f"the trial ran past its deadline of {deadline_s:g}s")
                 for c in conns:
-                    if c.state != "idle" and now - c.t_last > self.request_timeout:
-                        c._fail(f"no response data for {self.request_timeout:g}s (request_timeout)")
+                    if c.state == "idle":
+                        continue
+                    if now - c.t_progress > idle:
+                        c._fail(f"no progress (no new token) for {idle:g}s (request_timeout)")
+                    elif now - c.t_send > ceiling:
+                        c._fail(
+                            f"request still running after {ceiling:g}s, its hard ceiling "
+                            f"(request_timeout + output_len x {REQUEST_S_PER_TOKEN:g}s)"
+                        )
 
         dog = asyncio.create_task(watchdog())
         try:
@@ -573,7 +643,7 @@ class LoadClient:
         start = meter.window_start
         end = meter.window_end
         if end is None:
-            raise AssertionError("meter window has no end")
+            raise RuntimeError("meter window has no end")
         if start is None or end[0] <= start[0] or end[1] <= start[1]:
             rate = 0.0
             window_s = 0.0

@@ -9,19 +9,33 @@ The Ansible module is a thin shell around :func:`validate`, :func:`plan` and :fu
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
-import math
+import re
+import socket
 import time
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
-    GateInputError,
     LoadClient,
     Shape,
     Target,
     TrialResult,
+    mask_url,
     raise_nofile,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import (
+    HEAD_MAX_BYTES,
+    HEALTH_BODY_MAX_BYTES,
+    READY_INTERVAL_S,
+    READY_POLL_S,
+    SERVER_INFO_TIMEOUT_S,
+    Deadlines,
+    GateInputError,
+    check_bounds,
+    check_memory,
+    deadlines,
+    trial_memory_ceiling,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, decide, median
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import (
@@ -63,44 +77,108 @@ class GateParams:
         return Shape(self.api, self.model, self.input_len, self.output_len, self.api_key)
 
 
+NUMERIC_OPTIONS = (
+    "concurrency",
+    "requests_per_trial",
+    "input_len",
+    "output_len",
+    "warmup_requests",
+    "trials",
+    "max_invalid_trials",
+    "tolerance",
+    "alpha",
+    "min_output_tokens_per_s",
+    "ready_timeout",
+    "request_timeout",
+    "telemetry_interval_ms",
+)
+
+
 def validate(p: GateParams) -> None:
-    """Raise :class:`GateInputError` naming the first bad option."""
+    """Raise :class:`GateInputError` naming the first bad option; nothing has been sent yet."""
     Target.from_url(p.url)
     p.shape().validate()
-    for name in ("concurrency", "requests_per_trial", "trials"):
-        if getattr(p, name) < 1:
-            raise GateInputError(f"{name} must be >= 1, got {getattr(p, name)}")
-    if p.warmup_requests < 0:
-        raise GateInputError(f"warmup_requests must be >= 0, got {p.warmup_requests}")
+    values: dict[str, object] = {name: getattr(p, name) for name in NUMERIC_OPTIONS}
+    values["baseline"] = p.baseline
+    check_bounds(values)
     if p.requests_per_trial < p.concurrency:
         raise GateInputError(
             f"requests_per_trial ({p.requests_per_trial}) must be >= concurrency ({p.concurrency}): "
             "a trial needs every stream busy to have a steady-state window"
         )
-    if not 0 <= p.tolerance < 1:
-        raise GateInputError(f"tolerance must be in [0, 1) (a fraction, 0.10 = 10%), got {p.tolerance}")
-    if not 0 < p.alpha < 1:
-        raise GateInputError(f"alpha must be in (0, 1), got {p.alpha}")
-    if p.min_output_tokens_per_s < 0:
-        raise GateInputError(f"min_output_tokens_per_s must be >= 0, got {p.min_output_tokens_per_s}")
-    for name in ("ready_timeout", "request_timeout"):
-        if getattr(p, name) <= 0:
-            raise GateInputError(f"{name} must be > 0 seconds, got {getattr(p, name)}")
-    if not 50 <= p.telemetry_interval_ms <= 60000:
-        raise GateInputError(f"telemetry_interval_ms must be in [50, 60000], got {p.telemetry_interval_ms}")
-    if p.max_invalid_trials is not None and p.max_invalid_trials < 0:
-        raise GateInputError(f"max_invalid_trials must be >= 0, got {p.max_invalid_trials}")
-    for i, v in enumerate(p.baseline):
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
-            raise GateInputError(f"baseline[{i}] must be a positive number of tokens/s, got {v!r}")
+    check_memory(p.concurrency, p.requests_per_trial, p.input_len, p.output_len)
+    if p.warmup_requests:
+        check_memory(min(p.concurrency, p.warmup_requests), p.warmup_requests, p.input_len, p.output_len)
+
+
+def run_deadlines(p: GateParams) -> Deadlines:
+    return deadlines(
+        ready_timeout=p.ready_timeout,
+        request_timeout=p.request_timeout,
+        output_len=p.output_len,
+        concurrency=p.concurrency,
+        requests_per_trial=p.requests_per_trial,
+        warmup_requests=p.warmup_requests,
+        trials=p.trials,
+        max_invalid_trials=p.max_invalid_trials,
+        telemetry_interval_ms=p.telemetry_interval_ms,
+    )
+
+
+MIN_SECRET_PART = 6  # a piece of a secret split at control characters is masked from this length on
+MASK = "********"
+
+
+def secrets(p: GateParams) -> list[str]:
+    """Every form in which a secret of ``p`` could appear in a message, longest first."""
+    raw: list[str] = []
+    if p.api_key:
+        raw.append(p.api_key)
+    userinfo = p.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
+    password = userinfo.partition(":")[2]
+    if password:
+        raw.append(password)
+    forms: set[str] = set()
+    for value in raw:
+        forms.update(
+            {
+                value,
+                repr(value)[1:-1],
+                json.dumps(value)[1:-1],
+                value.encode("unicode_escape").decode("ascii"),
+                value.encode("utf-8", "replace").decode("latin-1"),
+                quote(value, safe=""),
+                unquote(value),
+            }
+        )
+        forms.update(part for part in re.split(r"[\x00-\x1f\x7f]+", value) if len(part) >= MIN_SECRET_PART)
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def redact(value: object, hidden: list[str]) -> object:
+    """``value`` (str, dict, list, tuple, nested) with every form of every secret replaced by a mask."""
+    if not hidden:
+        return value
+    if isinstance(value, str):
+        for secret in hidden:
+            if secret in value:
+                value = value.replace(secret, MASK)
+        return value
+    if isinstance(value, dict):
+        return {redact(k, hidden): redact(v, hidden) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, hidden) for v in value]
+    return value
 
 
 def plan(p: GateParams) -> dict[str, object]:
-    """What a run would do, without sending anything (check mode)."""
+    """What a run would do, without sending anything (check mode). The URL is shown masked."""
     shape = p.shape()
+    url = mask_url(p.url).rstrip("/")
+    dl = run_deadlines(p)
     return {
-        "ready_check": f"GET {p.url.rstrip('/')}{READY_PATH} until 200 (up to {p.ready_timeout:g}s)",
-        "endpoint": f"POST {p.url.rstrip('/')}{shape.path()} (stream)",
+        "ready_check": f"GET {url}{READY_PATH} until 200 (up to {p.ready_timeout:g}s)",
+        "endpoint": f"POST {url}{shape.path()} (stream)",
         "request_shape": {"input_len": p.input_len, "output_len": p.output_len, "ignore_eos": True},
         "concurrency": p.concurrency,
         "warmup_requests": p.warmup_requests,
@@ -109,23 +187,126 @@ def plan(p: GateParams) -> dict[str, object]:
         "baseline_trials": len(p.baseline),
         "statistical_verdict": len(p.baseline) >= MIN_TRIALS,
         "telemetry_command": command(p.nvidia_smi_path, p.telemetry_interval_ms) if p.telemetry else None,
+        "deadlines_s": dl.as_dict(),
+        "trial_memory_ceiling_bytes": trial_memory_ceiling(
+            p.concurrency, p.requests_per_trial, p.input_len, p.output_len
+        ),
     }
 
 
-def _get(target: Target, path: str, api_key: str | None, timeout: float) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+class ServerRefused(GateInputError):
+    """The health endpoint answered in a way that waiting cannot fix (auth, redirect, not SGLang)."""
+
+
+def http_get(target: Target, path: str, auth: str, deadline: float) -> tuple[int, dict[str, str], bytes]:
+    """One ``GET`` on a new connection, finished by ``deadline`` (monotonic) however the server trickles.
+
+    Returns ``(status, headers, body)``; raises ``TimeoutError`` at the deadline, ``OSError`` or
+    ``ValueError`` for a connection or a response that is not HTTP/1.x.
+    """
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"GET {path} not answered in time")
+        return remaining
+
+    sock = socket.create_connection((target.host, target.port), timeout=left())
     try:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        conn.request("GET", target.base_path + path, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
+        sock.settimeout(left())
+        sock.sendall(
+            f"GET {target.base_path}{path} HTTP/1.1\r\nhost: {target.host_header}\r\n{auth}"
+            "accept: */*\r\nconnection: close\r\n\r\n".encode("ascii")
+        )
+        buf = bytearray()
+        head_end = -1
+        status = 0
+        headers: dict[str, str] = {}
+        length: int | None = None
+        chunked = False
+        while True:
+            sock.settimeout(left())
+            data = sock.recv(65536)
+            if data:
+                buf += data
+            if head_end < 0:
+                head_end = buf.find(b"\r\n\r\n")
+                if head_end < 0:
+                    if len(buf) > HEAD_MAX_BYTES or not data:
+                        raise ValueError(f"no complete HTTP response head to GET {path}")
+                    continue
+                status, headers = _parse_head(bytes(buf[:head_end]))
+                chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+                cl = headers.get("content-length", "")
+                length = int(cl) if cl.isdigit() else None
+            body = buf[head_end + 4 :]
+            if len(body) > HEALTH_BODY_MAX_BYTES:
+                raise ValueError(f"response to GET {path} larger than {HEALTH_BODY_MAX_BYTES} bytes")
+            if length is not None and len(body) >= length:
+                return status, headers, bytes(body[:length])
+            if chunked and (body.startswith(b"0\r\n\r\n") or b"\r\n0\r\n\r\n" in body):
+                return status, headers, _dechunk(bytes(body))
+            if not data:
+                if length is not None or chunked:
+                    raise ValueError(f"connection closed in the middle of the response to GET {path}")
+                return status, headers, bytes(body)
     finally:
-        conn.close()
+        sock.close()
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ValueError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _sep, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers
+
+
+def _dechunk(body: bytes) -> bytes:
+    out = bytearray()
+    pos = 0
+    while True:
+        i = body.find(b"\r\n", pos)
+        size = int(body[pos:i].split(b";", 1)[0], 16) if i >= 0 else -1
+        if size < 0:
+            raise ValueError("bad chunked encoding")
+        if size == 0:
+            return bytes(out)
+        out += body[i + 2 : i + 2 + size]
+        pos = i + 2 + size + 2
+
+
+def _refusal(status: int, headers: dict[str, str], url: str) -> str | None:
+    """Why a health answer will not change by waiting, or None to keep polling."""
+    if status in (401, 403):
+        return (
+            f"HTTP {status} from {url}{READY_PATH}: the server refuses the credentials; set api_key to the "
+            "server's --api-key (or remove it if the server has none)"
+        )
+    if 300 <= status < 400:
+        location = mask_url(headers.get("location", "(no Location header)"))
+        return (
+            f"HTTP {status} redirect from {url}{READY_PATH} to {location}; the gate does not follow redirects: "
+            "set url to the SGLang server itself"
+        )
+    if status in (404, 405):
+        return f"HTTP {status} from {url}{READY_PATH}: no SGLang server at this url (wrong port or path?)"
+    return None
 
 
 def wait_ready(p: GateParams) -> dict[str, object]:
-    """Poll ``/health_generate`` (a real 1-token generation; 503 while JIT/autotune run) until 200."""
+    """Poll ``/health_generate`` (a real 1-token generation; 503 while JIT/autotune run) until 200.
+
+    One deadline, ``ready_timeout`` on the monotonic clock, covers every poll, including a server
+    that trickles its answer. 401/403, 3xx, 404 and 405 fail at once.
+    """
     target = Target.from_url(p.url)
+    auth = target.auth_header(p.api_key)
+    url = mask_url(p.url).rstrip("/")
     start = time.monotonic()
     deadline = start + p.ready_timeout
     last = "no answer yet"
@@ -133,25 +314,31 @@ def wait_ready(p: GateParams) -> dict[str, object]:
     while True:
         polls += 1
         try:
-            status, body = _get(target, READY_PATH, p.api_key, timeout=min(30.0, p.ready_timeout))
+            status, headers, body = http_get(target, READY_PATH, auth, min(deadline, time.monotonic() + READY_POLL_S))
             if status == 200:
                 break
+            refusal = _refusal(status, headers, url)
+            if refusal:
+                raise ServerRefused(refusal)
             last = f"HTTP {status} {body[:120].decode('utf-8', 'replace')}".strip()
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, GateInputError):
+                raise
             last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise TimeoutError(
-                f"SGLang at {p.url} not ready after {p.ready_timeout:g}s ({polls} polls of {READY_PATH}); last: {last}"
+                f"SGLang at {url} not ready after {p.ready_timeout:g}s ({polls} polls of {READY_PATH}); last: {last}"
             )
-        time.sleep(min(2.0, max(0.05, deadline - time.monotonic())))
+        time.sleep(min(READY_INTERVAL_S, deadline - now))
     info: dict[str, object] = {"waited_s": round(time.monotonic() - start, 3)}
     try:
-        status, body = _get(target, "/server_info", p.api_key, timeout=10)
+        status, _headers, body = http_get(target, "/server_info", auth, time.monotonic() + SERVER_INFO_TIMEOUT_S)
         if status == 200:
             data = json.loads(body)
             if isinstance(data, dict):
                 info["version"] = data.get("version")
-    except (OSError, http.client.HTTPException, ValueError):
+    except (OSError, ValueError):
         pass
     return info
 
@@ -191,12 +378,30 @@ def _trial_record(n: int, r: TrialResult, valid: bool, reason: str, rerun: bool)
     return rec
 
 
-async def _measure(p: GateParams) -> dict[str, object]:
+def invalid_summary(records: list[dict[str, object]]) -> str:
+    """How many trials were invalid and why, in one clause."""
+    reasons = [str(r["invalid_reason"]) for r in records if not r["valid"]]
+    if not reasons:
+        return "no invalid trials"
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        counts[reason] = counts.get(reason, 0) + 1
+    shown = "; ".join(f"{reason} ({n} trial{'s' if n > 1 else ''})" for reason, n in list(counts.items())[:3])
+    more = f"; and {len(counts) - 3} other reasons" if len(counts) > 3 else ""
+    return f"{len(reasons)} invalid trial{'s' if len(reasons) > 1 else ''} retried, not counted: {shown}{more}"
+
+
+async def _measure(p: GateParams, dl: Deadlines, run_end: float) -> dict[str, object]:
     client = LoadClient(p.url, p.shape(), p.concurrency, p.request_timeout)
     out: dict[str, object] = {}
     warm = None
     if p.warmup_requests:
-        warm = await client.run_trial(p.warmup_requests, min(p.concurrency, p.warmup_requests), measure=False)
+        warm = await client.run_trial(
+            p.warmup_requests,
+            min(p.concurrency, p.warmup_requests),
+            measure=False,
+            deadline_s=max(0.001, min(dl.warmup_s, run_end - time.monotonic())),
+        )
     out["warmup"] = {
         "requests": p.warmup_requests,
         "completed": warm.completed if warm else 0,
@@ -217,7 +422,12 @@ async def _measure(p: GateParams) -> dict[str, object]:
         for round_no in (0, 1):
             want = len(valid) + p.trials
             while len(valid) < want:
-                r = await client.run_trial(p.requests_per_trial)
+                left = run_end - time.monotonic()
+                if left <= 0:
+                    out.update(trials=records, windows=windows, invalid=invalid, valid=valid)
+                    out["aborted"] = f"the run passed its deadline of {dl.run_s:g}s after {len(records)} trials"
+                    return out
+                r = await client.run_trial(p.requests_per_trial, deadline_s=min(dl.trial_s, left))
                 windows.append((r.started, r.ended))
                 reason = ""
                 if r.errors:
@@ -254,6 +464,20 @@ async def _measure(p: GateParams) -> dict[str, object]:
     return out
 
 
+async def _bounded(p: GateParams, dl: Deadlines, run_end: float) -> dict[str, object]:
+    """:func:`_measure`, stopped at the run deadline (a safety net: every part has its own deadline)."""
+    try:
+        return await asyncio.wait_for(_measure(p, dl, run_end), max(0.001, run_end - time.monotonic()))
+    except asyncio.TimeoutError:
+        return {
+            "trials": [],
+            "windows": [],
+            "invalid": 0,
+            "valid": [],
+            "aborted": f"the run passed its deadline of {dl.run_s:g}s",
+        }
+
+
 def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
     """Run the gate. Returns ``(failed, message, result)``; never raises for a bad server."""
     result: dict[str, object] = {
@@ -269,10 +493,12 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
         "extra_round": False,
         "invalid_trials": 0,
     }
+    dl = run_deadlines(p)
+    run_end = time.monotonic() + dl.run_s
     try:
         result["ready"] = wait_ready(p)
         result["nofile"] = raise_nofile(p.concurrency)
-        out = asyncio.run(_measure(p))
+        out = asyncio.run(_bounded(p, dl, run_end))
     except (TimeoutError, GateInputError, ConnectionError) as exc:
         result["reason"] = "not_ready" if isinstance(exc, TimeoutError) else "error"
         return True, str(exc), result
@@ -290,17 +516,18 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
         tele["problems"] = out.get("telemetry_problems") or []
         result["telemetry"] = tele
     tele_line = summary_line(result["telemetry"])  # type: ignore[arg-type]
+    invalid_line = invalid_summary(records)
     if out.get("aborted"):
         result["reason"] = "invalid_trials"
         return (
             True,
-            f"throughput gate could not measure {p.url}: {out['aborted']}. Invalid trials are not counted as a "
-            f"regression; fix the server or the request shape. {tele_line}",
+            f"throughput gate could not measure {mask_url(p.url)}: {out['aborted']}. Invalid trials are not "
+            f"counted as a regression; fix the server or the request shape. {invalid_line}. {tele_line}",
             result,
         )
     d = out["decision"]
     if d is None:
-        raise AssertionError("gate run returned no decision")
+        raise RuntimeError("gate run returned no decision")
     result.update(
         verdict=d.verdict,
         reason=d.reason,
@@ -315,7 +542,7 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
         f"baseline median {result['baseline_median']} tok/s ({len(p.baseline)} trials), current median "
         f"{result['median_output_tokens_per_s']} tok/s ({len(out['valid'])} trials), delta {result['delta_pct']}%, "
         f"p-value {None if d.p_value is None else round(d.p_value, 5)} (one-sided Mann-Whitney, alpha {p.alpha}), "
-        f"tolerance {p.tolerance * 100:g}%"
+        f"tolerance {p.tolerance * 100:g}%; {invalid_line}"
     )
     if d.reason == "below_floor":
         return (
@@ -332,7 +559,8 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
     if d.reason in ("baseline_insufficient", "no_baseline"):
         msg = (
             f"throughput gate PASS without a statistical verdict ({d.reason}: baseline has {len(p.baseline)} "
-            f"trials, needs >= {MIN_TRIALS}); current median {result['median_output_tokens_per_s']} tok/s. {tele_line}"
+            f"trials, needs >= {MIN_TRIALS}); current median {result['median_output_tokens_per_s']} tok/s; "
+            f"{invalid_line}. {tele_line}"
         )
     else:
         msg = f"throughput gate PASS ({d.reason}): {stats}. {tele_line}"

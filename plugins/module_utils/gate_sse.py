@@ -16,9 +16,14 @@ Formats (docs/sglang-versions-and-flags.md):
 - a mid-stream error is an event ``{"error": {"message": ...}}`` (then ``[DONE]``).
 
 Token counts come from the server (``completion_tokens``), never from counting events.
-The hot path (:func:`cheap_completion_tokens`) reads the running total from an event's raw bytes
-without decoding its JSON: inside a JSON string a quote is always escaped, so the raw bytes
-``"completion_tokens":`` can only be an object key. Only the final event is decoded fully.
+:class:`StreamChecker` checks every event of a stream: it must be a JSON object, carry no error,
+its count may never go backwards or past the tokens asked for, nothing may follow ``[DONE]`` and
+the final count must be the one asked for. Decoding every cumulative event with ``json`` would cost
+more CPU than the rest of the client, so a fast path accepts SGLang's compact native event
+(``{"text":"...","output_ids":[...],"meta_info":{flat object}}``) after checking its bytes against
+an exact subset of the JSON grammar; for a cumulative stream only the bytes that are new since the
+previous event are scanned (the rest is compared with it). Whatever the fast path does not accept is
+decoded with ``json``, which has the last word; the unit tests compare both on mutated events.
 """
 
 from __future__ import annotations
@@ -29,8 +34,19 @@ import re
 DONE = b"[DONE]"
 _CT_KEY = b'"completion_tokens":'
 _ERROR_KEY = b'"error":'
-_CT_RE = re.compile(rb'"completion_tokens":\s*(\d+)\s*[,}]')
-_CT_NULL_RE = re.compile(rb'"completion_tokens":\s*null\s*[,}]')
+# the fast path's grammar (exact JSON, a subset of it): anything it does not accept is decoded by json
+_TEXT_BAD = re.compile(rb"[\x00-\x1f\\]")  # a control byte or an escape in a string
+_INT = rb"(?:0|[1-9][0-9]*+)"
+_INTS_TAIL = re.compile(rb"(?:," + _INT + rb")*+")
+_INTS_OPT = re.compile(rb"(?:" + _INT + rb"(?:," + _INT + rb")*+)?+")
+_INT_RE = re.compile(_INT)
+_STR = rb'"[^"\\\x00-\x1f]*+"'
+_SCALAR = rb"(?:" + _STR + rb"|-?" + _INT + rb"(?:\.[0-9]++)?+(?:[eE][+-]?[0-9]++)?+|null|true|false)"
+_FLAT_OBJECT = re.compile(rb"\{(?:" + _STR + rb":" + _SCALAR + rb'(?:,(?=")|(?=\})))*+\}')
+_CT_VALUE = re.compile(rb"(" + _INT + rb")[,}]")
+_NATIVE_HEAD = b'{"text":"'
+_NATIVE_IDS = b'","output_ids":['
+_NATIVE_META = b'],"meta_info":{'
 
 
 class SSEError(ValueError):
@@ -66,24 +82,6 @@ def split_events(buf: bytearray) -> list[bytes]:
     if start:
         del buf[:start]
     return out
-
-
-def cheap_completion_tokens(payload: bytes) -> int | None:
-    """Running ``completion_tokens`` of an event read from its raw bytes, or None if absent."""
-    i = payload.rfind(_CT_KEY)
-    if i < 0:
-        return None
-    m = _CT_RE.match(payload, i)
-    if m is None:
-        if _CT_NULL_RE.match(payload, i):
-            return None
-        raise SSEError(f"malformed event (completion_tokens is not an integer): {payload[:120]!r}")
-    return int(m.group(1))
-
-
-def is_error_event(payload: bytes) -> bool:
-    """True if the raw event holds an ``"error":`` key (cheap test; decode to read the message)."""
-    return _ERROR_KEY in payload
 
 
 def decode_event(payload: bytes) -> dict:
@@ -123,7 +121,7 @@ def usage_tokens(obj: dict) -> int | None:
 
 
 def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> dict:
-    """Decode a whole stream (for tests and diagnostics; the load client uses the cheap path).
+    """Decode a whole stream (for tests and diagnostics; the load client uses :class:`StreamChecker`).
 
     Returns ``{"text", "output_ids", "completion_tokens", "finish_reason", "events"}``. For the
     native API, ``incremental`` says whether events carry deltas (``--incremental-streaming-output``)
@@ -183,3 +181,165 @@ def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> d
         "finish_reason": finish,
         "events": len(events),
     }
+
+
+class StreamChecker:
+    """Checks every event of one streamed response; :meth:`event` returns the running token count.
+
+    ``api`` is V(native) or V(openai); ``expected`` the tokens asked for (``ignore_eos``);
+    ``max_event`` the largest event accepted, in bytes.
+    """
+
+    __slots__ = (
+        "done",
+        "events",
+        "expected",
+        "finish",
+        "head",
+        "max_event",
+        "meta_head",
+        "meta_tail",
+        "mid",
+        "native",
+        "tokens",
+        "usage",
+    )
+
+    def __init__(self, api: str, expected: int, max_event: int) -> None:
+        if api not in ("native", "openai"):
+            raise ValueError(f"api must be native or openai, got {api!r}")
+        self.native = api == "native"
+        self.expected = expected
+        self.max_event = max_event
+        self.tokens = 0
+        self.events = 0
+        self.done = False
+        self.usage = False
+        self.finish: object = None
+        # the previous accepted compact event, cut where the next one may differ
+        self.head = b""  # '{"text":"' and the text
+        self.mid = b""  # '","output_ids":[' and the ids
+        self.meta_head = b""  # '],"meta_info":{' up to and with '"completion_tokens":'
+        self.meta_tail = b""  # after the count, to the end of the event
+
+    def event(self, payload: bytes) -> int:
+        """Check one event's payload (``data:`` removed); raise :class:`SSEError` naming what is wrong."""
+        if self.done:
+            raise SSEError(f"data after [DONE]: {payload[:80]!r}")
+        if payload == DONE:
+            self._finish()
+            return self.tokens
+        if len(payload) > self.max_event:
+            raise SSEError(f"an event of {len(payload)} bytes, more than the {self.max_event} accepted")
+        self.events += 1
+        ct = self._fast_native(payload) if self.native else None
+        if ct is None:
+            ct = self._decoded(payload)
+            if ct is None:
+                return self.tokens
+        if ct < self.tokens:
+            raise SSEError(f"completion_tokens went backwards ({self.tokens} -> {ct})")
+        if ct > self.expected:
+            raise SSEError(f"completion_tokens {ct} is more than the {self.expected} tokens asked for")
+        self.tokens = ct
+        return ct
+
+    def _fast_native(self, p: bytes) -> int | None:
+        """The count of a compact native event whose bytes are valid JSON, or None to decode it.
+
+        Accepted: ``{"text":"<no escape, no control byte>","output_ids":[<integers>],"meta_info":{<flat
+        object of scalars>}}`` as valid UTF-8, without an ``"error":`` key.
+        """
+        ct = self._continued(p)
+        if ct is not None:
+            return ct
+        if not (p.startswith(_NATIVE_HEAD) and p.endswith(b"}}")):
+            return None
+        q = p.find(b'"', 9)  # the text holds no backslash (checked below), so this quote ends it
+        if q < 0 or _TEXT_BAD.search(p, 9, q) or not p.startswith(_NATIVE_IDS, q):
+            return None
+        r = p.find(b"]", q + 16)
+        if r < 0 or _INTS_OPT.fullmatch(p, q + 16, r) is None or not p.startswith(_NATIVE_META, r):
+            return None
+        meta = p[r + 14 : len(p) - 1]
+        i = meta.rfind(_CT_KEY)
+        m = _CT_VALUE.match(meta, i + 20) if i >= 0 else None
+        if m is None or _FLAT_OBJECT.fullmatch(meta) is None or _ERROR_KEY in meta or not meta.isascii():
+            return None
+        if not p.isascii():
+            try:
+                p.decode()
+            except UnicodeDecodeError:
+                return None
+        self.head = p[:q]
+        self.mid = p[q:r]
+        self.meta_head = p[r : r + 14 + i + 20]
+        self.meta_tail = p[r + 14 + m.end(1) :]
+        return int(m.group(1))
+
+    def _continued(self, p: bytes) -> int | None:
+        """The count of a cumulative event that extends the previous accepted one, or None.
+
+        The bytes shared with the previous event are compared, not scanned again: only the new
+        text, the new ids and the count are checked. This keeps a cumulative stream linear.
+        """
+        head = self.head
+        if not head or not p.startswith(head):
+            return None
+        h = len(head)
+        q = p.find(b'"', h)
+        mid = self.mid
+        if q < 0 or _TEXT_BAD.search(p, h, q) or not p.startswith(mid, q):
+            return None
+        s = q + len(mid)
+        r = p.find(b"]", s)
+        if r < 0 or (_INTS_OPT if mid.endswith(b"[") else _INTS_TAIL).fullmatch(p, s, r) is None:
+            return None
+        meta_head = self.meta_head
+        if not p.startswith(meta_head, r):
+            return None
+        m = _INT_RE.match(p, r + len(meta_head))
+        tail = self.meta_tail
+        if m is None or len(p) - m.end() != len(tail) or not p.endswith(tail):
+            return None
+        if not p.isascii():
+            try:
+                p[h:q].decode()
+            except UnicodeDecodeError:
+                return None
+        self.head = p[:q]
+        self.mid = p[q:r]
+        return int(m.group())
+
+    def _decoded(self, payload: bytes) -> int | None:
+        """The count of an event decoded with json (None: an OpenAI chunk without usage)."""
+        obj = decode_event(payload)
+        if self.native:
+            meta = obj.get("meta_info")
+            ct = meta.get("completion_tokens") if isinstance(meta, dict) else None
+            if not isinstance(ct, int) or isinstance(ct, bool) or ct < 0:
+                raise SSEError(f"malformed event (no integer meta_info.completion_tokens): {payload[:120]!r}")
+            self.finish = meta.get("finish_reason") or self.finish
+            return ct
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            raise SSEError(f"malformed event (no choices list): {payload[:120]!r}")
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+        ct = usage_tokens(obj)
+        if ct is not None:
+            self.usage = True
+        return ct
+
+    def _finish(self) -> None:
+        self.done = True
+        if not self.events:
+            raise SSEError("stream had no events before [DONE]")
+        if not self.native and not self.usage:
+            raise SSEError("the server sent no usage (stream_options.include_usage not honoured)")
+        if self.tokens != self.expected:
+            raise SSEError(
+                f"wrong token count: asked for {self.expected} tokens with ignore_eos, "
+                f"the server reported {self.tokens} (finish_reason {self.finish!r})"
+            )

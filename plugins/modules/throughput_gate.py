@@ -23,9 +23,24 @@ description:
     counts (C(meta_info.completion_tokens), C(usage.completion_tokens)), never events.
   - A trial's output tokens/s is measured over its steady-state window, from the moment every
     stream has its first token until the first stream runs out of requests.
-  - A trial with request errors (HTTP status, an error event, malformed events, a dropped connection,
-    a timeout), a token count other than O(output_len), or a GPU slowed by heat or hardware is
-    invalid; it is retried (up to O(max_invalid_trials)) and never counted as a regression.
+  - Every event of every stream is checked. A malformed event, an error event (with or without token
+    counts), a count that goes backwards or past O(output_len), data after C([DONE]), an event larger
+    than 64 KiB + 64 bytes x O(output_len), a final count other than O(output_len), an HTTP error
+    status, a dropped connection or a deadline makes the request an error and its trial invalid, as
+    does a GPU slowed by heat or hardware. Invalid trials are retried (up to O(max_invalid_trials))
+    and never counted as a regression; every verdict message says how many there were and why.
+  - "Deadlines, all on the monotonic clock: readiness ends after O(ready_timeout) however slowly the
+    server answers; a request fails after O(request_timeout) without a new token and in any case
+    after O(request_timeout) + O(output_len) x 0.5 s; a trial ends after (waves + 1) x (request
+    ceiling + connect timeout), where a wave is O(concurrency) requests; the whole run ends after the
+    sum of these for the most trials it can run. The plan (RV(plan)) lists them as C(deadlines_s)."
+  - HTTP 401, 403, 404, 405 or a redirect from the health endpoint fails at once, naming the cause.
+  - "Every numeric option must be finite and inside its range (below); C(NaN) and C(inf) are refused.
+    Options are checked before any request is sent, including the trial memory ceiling:
+    O(concurrency) x (request + 256 KiB read + 3 x largest event + 8 KiB) + 8 bytes x (requests +
+    output tokens) must stay under 2 GiB, and O(requests_per_trial) x O(output_len) under 2^22."
+  - O(api_key) and a password in O(url) are masked in every message, plan and result, also in
+    escaped forms; an O(api_key) with control or non-ASCII characters is refused unsent.
   - "Decision: FAIL iff median(current) < median(baseline) x (1 - O(tolerance)) and a one-sided
     Mann-Whitney test (exact) gives p < O(alpha); PASS if the drop is within the tolerance or
     clearly not significant (p >= 0.5); otherwise UNKNOWN, which runs one extra round of O(trials)
@@ -40,7 +55,9 @@ author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
   url:
-    description: Base URL of the SGLang server (C(http://) only).
+    description:
+      - Base URL of the SGLang server (C(http://) only, ASCII without spaces or control characters).
+      - C(user:password@) in it is sent as HTTP Basic authentication when O(api_key) is not set.
     type: str
     default: http://127.0.0.1:30000
   api:
@@ -53,57 +70,64 @@ options:
     type: str
     default: ""
   api_key:
-    description: Sent as C(Authorization Bearer) when set (the server's C(--api-key)).
+    description: Sent as C(Authorization Bearer) when set (the server's C(--api-key)); printable ASCII only.
     type: str
   concurrency:
-    description: Number of concurrent streams (closed loop). 2,048 and more work; RLIMIT_NOFILE is raised.
+    description: Number of concurrent streams (closed loop), 1 to 4096; RLIMIT_NOFILE is raised.
     type: int
     default: 64
   requests_per_trial:
-    description: Requests per trial; at least O(concurrency).
+    description: Requests per trial, from O(concurrency) to 65536.
     type: int
     default: 256
   input_len:
-    description: Prompt length in tokens (synthetic token ids, unique per request so prefix caching cannot help).
+    description:
+      - Prompt length in tokens, 1 to 262144 (synthetic token ids, unique per request so prefix caching cannot help).
+      - Each request body is built when the request is sent, never ahead.
     type: int
     default: 1024
   output_len:
-    description: Output tokens per request (C(max_new_tokens) with C(ignore_eos)).
+    description: Output tokens per request (C(max_new_tokens) with C(ignore_eos)), 1 to 32768.
     type: int
     default: 256
   warmup_requests:
-    description: Requests sent and discarded before the trials (0 for none).
+    description: Requests sent and discarded before the trials, 0 (none) to 65536.
     type: int
     default: 64
   trials:
-    description: Valid trials to measure (5 or more for a statistical verdict).
+    description: Valid trials to measure, 1 to 50 (5 or more for a statistical verdict).
     type: int
     default: 5
   baseline:
     description:
-      - Output tokens/s of earlier valid trials (the baseline).
+      - Output tokens/s of earlier valid trials (the baseline); at most 1000 values, each in (0, 1e8].
       - Empty or fewer than 5 values give no statistical verdict.
     type: list
     elements: float
     default: []
   tolerance:
-    description: Allowed drop of the median as a fraction (0.10 = 10%).
+    description: Allowed drop of the median as a fraction (0.10 = 10%), in [0, 1).
     type: float
     default: 0.10
   alpha:
-    description: Significance level of the one-sided Mann-Whitney test.
+    description: Significance level of the one-sided Mann-Whitney test, in (0, 1).
     type: float
     default: 0.05
   min_output_tokens_per_s:
-    description: Absolute floor for the median output tokens/s (0 = none).
+    description: Absolute floor for the median output tokens/s (0 = none), 0 to 1e8.
     type: float
     default: 0
   ready_timeout:
-    description: Seconds to wait for C(/health_generate) to answer 200 (JIT and autotune take many minutes).
+    description:
+      - Seconds to wait for C(/health_generate) to answer 200 (JIT and autotune take many minutes), 1 to 86400.
+      - One deadline for the whole wait, trickled answers included; each poll takes at most 30 s.
     type: float
     default: 1800
   request_timeout:
-    description: Seconds a request may go without any response data before it counts as an error.
+    description:
+      - Seconds a request may go without a new token (or, before its first token, without its
+        response head) before it counts as an error, 1 to 3600.
+      - A request also fails after O(request_timeout) + O(output_len) x 0.5 s in all, however it progresses.
     type: float
     default: 300
   telemetry:
@@ -115,11 +139,13 @@ options:
     type: str
     default: nvidia-smi
   telemetry_interval_ms:
-    description: nvidia-smi C(-lms) sampling interval.
+    description: nvidia-smi C(-lms) sampling interval, 50 to 60000.
     type: int
     default: 200
   max_invalid_trials:
-    description: Invalid trials tolerated (and retried) before the gate fails as unable to measure; default O(trials).
+    description:
+      - Invalid trials tolerated (and retried) before the gate fails as unable to measure, 0 to 100.
+      - Default O(trials).
     type: int
   fail_on_unknown:
     description: Fail when the verdict is still UNKNOWN after the extra round.
@@ -221,22 +247,29 @@ summary_row:
   returned: always
   type: str
 plan:
-  description: What the gate would run (endpoint, shape, trials, telemetry command).
+  description:
+    - What the gate would run (endpoint with any URL password masked, shape, trials, telemetry command),
+      C(deadlines_s) (C(ready_s), C(connect_s), C(request_idle_s), C(request_s), C(warmup_s), C(trial_s),
+      C(max_trials), C(run_s)) and C(trial_memory_ceiling_bytes).
   returned: always
   type: dict
 msg:
-  description: The verdict in one sentence with baseline median, current median, delta %, p-value and telemetry.
+  description: >-
+    The verdict in one sentence with baseline median, current median, delta %, p-value, how many trials
+    were invalid and why, and telemetry.
   returned: always
   type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import GateInputError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
     GateParams,
     plan,
+    redact,
     run_gate,
+    secrets,
     summary_row,
     validate,
 )
@@ -268,14 +301,25 @@ ARGUMENT_SPEC = {
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = GateParams(**module.params)
+    params = GateParams(**{k: v for k, v in module.params.items() if k in GateParams.__dataclass_fields__})
+    hidden = secrets(params)
+    module.no_log_values.update(hidden)  # Ansible then masks them in the echoed arguments too
+
+    def finish(failed: bool, **out: object) -> None:
+        """Every output of the module leaves through here: secrets masked in every form."""
+        masked = redact(out, hidden)
+        if failed:
+            module.fail_json(**masked)  # type: ignore[arg-type]
+        module.exit_json(**masked)  # type: ignore[arg-type]
+
     try:
         validate(params)
     except GateInputError as exc:
-        module.fail_json(msg=f"throughput_gate: {exc}", verdict="unknown", reason="error")
+        finish(True, msg=f"throughput_gate: {exc}", verdict="unknown", reason="error", changed=False)
     the_plan = plan(params)
     if module.check_mode:
-        module.exit_json(
+        finish(
+            False,
             changed=False,
             verdict="unknown",
             reason="check_mode",
@@ -287,8 +331,12 @@ def main() -> None:
     try:
         failed, message, result = run_gate(params)
     except Exception as exc:  # never a traceback: name the failure and stop the play
-        module.fail_json(
-            msg=f"throughput_gate: unexpected error while measuring {params.url}: {exc!r}", verdict="unknown"
+        finish(
+            True,
+            msg=f"throughput_gate: unexpected error while measuring {the_plan['endpoint']}: {exc!r}",
+            verdict="unknown",
+            reason="error",
+            changed=False,
         )
     result["plan"] = the_plan
     result["summary_row"] = summary_row(result)
@@ -296,9 +344,7 @@ def main() -> None:
         module.warn("GPU under-use: average power below 50% of the limit during load (see telemetry)")
     if result.get("reason") == "baseline_insufficient":
         module.warn(f"baseline has {len(params.baseline)} trials (< 5): no statistical verdict")
-    if failed:
-        module.fail_json(msg=message, changed=False, **result)
-    module.exit_json(msg=message, changed=False, **result)
+    finish(failed, msg=message, changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -117,11 +117,14 @@ class Result:
     def __init__(self, runner: ansible_runner.Runner, task: str) -> None:
         self.rc = runner.rc
         self.output = runner.stdout.read()
+        self.events = list(runner.events)
         self.res: dict = {}
-        for ev in runner.events:
+        self.duration: float | None = None  # the task's own run time as ansible reports it
+        for ev in self.events:
             data = ev.get("event_data", {})
             if data.get("task") == task and ev.get("event") in ("runner_on_ok", "runner_on_failed"):
                 self.res = data.get("res", {})
+                self.duration = data.get("duration")
         self.debug_msgs = [
             ev["event_data"]["res"].get("msg")
             for ev in runner.events
@@ -130,7 +133,9 @@ class Result:
         ]
 
 
-def run_play(tmp_path: Path, text: str, extravars: dict, task: str, *, check: bool = False, env=None) -> Result:
+def run_play(
+    tmp_path: Path, text: str, extravars: dict, task: str, *, check: bool = False, env=None, timeout: int | None = None
+) -> Result:
     pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
     (pdd / "project").mkdir(parents=True)
     (pdd / "project" / "play.yml").write_text(text)
@@ -150,6 +155,7 @@ def run_play(tmp_path: Path, text: str, extravars: dict, task: str, *, check: bo
         cmdline="--check" if check else None,
         envvars=envvars,
         quiet=True,
+        timeout=timeout,
     )
     return Result(runner, task)
 
@@ -287,11 +293,11 @@ def test_waits_for_startup(tmp_path, standin):
     [
         ({"url": "http://[::1"}, "is not a valid URL"),
         ({"url": "https://127.0.0.1:1"}, "only http://"),
-        ({"concurrency": 0}, "concurrency must be >= 1"),
+        ({"concurrency": 0}, "concurrency must be a finite number in [1, 4096], got 0"),
         ({"requests_per_trial": 4}, "requests_per_trial (4) must be >= concurrency (8)"),
-        ({"tolerance": 1.5}, "tolerance must be in [0, 1)"),
+        ({"tolerance": 1.5}, "tolerance must be a finite number in [0, 1), got 1.5"),
         ({"api": "openai"}, "api=openai needs model"),
-        ({"baseline": [100, -1]}, "baseline[1] must be a positive number"),
+        ({"baseline": [100, -1]}, "baseline[1] must be a finite number in (0, 1e+08] tokens/s"),
         ({"api": "grpc"}, "value of api must be one of"),
     ],
 )

@@ -67,6 +67,18 @@ Knobs (environment):
                               malformed_sse     a broken JSON event after a few tokens
                               short_tokens      finish (reason "length") at half of max_new_tokens
                               drop_connection   close the socket after a few tokens
+                              malformed_middle  a broken JSON event that still carries a count, mid-stream;
+                                                the stream then goes on to the right count and [DONE]
+                              error_with_counts an error event that also carries meta_info/usage counts,
+                                                mid-stream; the stream then goes on normally
+                              after_done        a normal stream, then one more event after data: [DONE]
+                              huge_event        one event of STANDIN_HUGE_EVENT_BYTES (default 8 MiB) mid-stream
+                              endless_stream    after a few tokens, events that repeat the same count forever
+                              trickle_head      the response head, one byte per STANDIN_TRICKLE_S, forever
+                              trickle_body      the head, then the stream one byte per STANDIN_TRICKLE_S, forever
+    STANDIN_HEALTH_FAULT      answer of GET /health and /health_generate: 401, 403, redirect (302 to
+                              /elsewhere), trickle_head or trickle_body (as above, forever)
+    STANDIN_TRICKLE_S         seconds between trickled bytes (default 1)
     STANDIN_FAULT_EVERY       apply the fault to every N-th generation request (default 1 = all)
     STANDIN_FAULT_AFTER       only to requests after the first N generation requests (default 0)
     STANDIN_FAULT_COUNT       apply the fault at most N times (default 0 = no limit)
@@ -93,8 +105,24 @@ _REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-_FAULTS = ("http500", "midstream_error", "malformed_sse", "short_tokens", "drop_connection")
-_MIDSTREAM_FAULTS = ("midstream_error", "malformed_sse", "drop_connection")
+_FAULTS = (
+    "http500",
+    "midstream_error",
+    "malformed_sse",
+    "short_tokens",
+    "drop_connection",
+    "malformed_middle",
+    "error_with_counts",
+    "after_done",
+    "huge_event",
+    "endless_stream",
+    "trickle_head",
+    "trickle_body",
+)
+_MIDSTREAM_FAULTS = ("midstream_error", "malformed_sse", "drop_connection", "endless_stream")
+_ONE_EVENT_FAULTS = ("malformed_middle", "error_with_counts", "huge_event")  # one bad event, then normal
+_TRICKLE_FAULTS = ("trickle_head", "trickle_body")
+_HEALTH_FAULTS = ("401", "403", "redirect", "trickle_head", "trickle_body")
 _VOCAB = 97
 _PIECES = [f" w{i}" for i in range(_VOCAB)]
 _PIECES_B = [p.encode() for p in _PIECES]
@@ -216,6 +244,14 @@ class Config:
         self.fault = os.environ.get("STANDIN_FAULT", "")
         if self.fault and self.fault not in _FAULTS:
             raise SystemExit(f"sglang_api stand-in: STANDIN_FAULT={self.fault!r}; expected one of {', '.join(_FAULTS)}")
+        self.health_fault = os.environ.get("STANDIN_HEALTH_FAULT", "")
+        if self.health_fault and self.health_fault not in _HEALTH_FAULTS:
+            raise SystemExit(
+                f"sglang_api stand-in: STANDIN_HEALTH_FAULT={self.health_fault!r}; "
+                f"expected one of {', '.join(_HEALTH_FAULTS)}"
+            )
+        self.trickle_s = _env_float("STANDIN_TRICKLE_S", 1.0)
+        self.huge_event_bytes = int(_env_float("STANDIN_HUGE_EVENT_BYTES", 8 << 20))
         self.fault_every = max(1, int(_env_float("STANDIN_FAULT_EVERY", 1)))
         self.fault_after = int(_env_float("STANDIN_FAULT_AFTER", 0))
         self.fault_count = int(_env_float("STANDIN_FAULT_COUNT", 0))
@@ -541,6 +577,8 @@ class HTTPProtocol(asyncio.Protocol):
         if req.fault in _MIDSTREAM_FAULTS and req.k >= 3:
             self._apply_midstream_fault(req)
             return
+        if req.fault in _ONE_EVENT_FAULTS and req.k == 3:
+            self._chunk(self._bad_event(req))
         if self.transport.get_write_buffer_size() > _COALESCE_HIGH_WATER:
             return  # slow client: coalesce, the next event carries these tokens
         self._chunk(self._event(req, final=False))
@@ -556,6 +594,11 @@ class HTTPProtocol(asyncio.Protocol):
             self._respond(200, self._final_object(req))
             return
         self._chunk(self._event(req, final=True))
+        if req.fault == "after_done" and req.stream:
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(self._event(req, final=True))
+            self._end_stream()
+            return
         if req.api == "openai" and req.include_usage:
             usage = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.k}
             usage["completion_tokens"] = req.k
@@ -580,12 +623,48 @@ class HTTPProtocol(asyncio.Protocol):
         if not req.stream:
             self._respond(500, {"error": {"message": f"injected fault {fault}"}})
             return
+        if fault == "endless_stream":
+            asyncio.get_running_loop().create_task(self._endless(req))
+            return
         if fault == "malformed_sse":
             self._chunk(b'data: {"text": "w1 w2", "meta_info": {"completion_tokens": \n\n')
         else:
             msg = "stand-in injected fault: CUDA error: an illegal memory access was encountered"
             self._chunk(b"data: " + _json_bytes({"error": {"message": msg}}) + b"\n\n")
         self._end_stream()
+
+    def _bad_event(self, req: Request) -> bytes:
+        """The one bad event of a one-event fault (the stream goes on normally after it)."""
+        if req.fault == "malformed_middle":  # a quote missing after the text; the count is there
+            return b'data: {"text":" w0 w1 w2,"meta_info":{"completion_tokens":%d}}\n\n' % req.k
+        if req.fault == "huge_event":
+            return b'data: {"text":"' + b"x" * self.server.cfg.huge_event_bytes + b'"}\n\n'
+        counts = {
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.k,
+            "total_tokens": req.prompt_tokens + req.k,
+        }
+        err = {"error": {"message": "stand-in injected fault: error event with counts"}}
+        err.update({"usage": counts} if req.api == "openai" else {"meta_info": counts})
+        return b"data: " + _json_bytes(err) + b"\n\n"
+
+    async def _endless(self, req: Request) -> None:
+        """Events that repeat the same count, every 50 ms, until the client goes away."""
+        event = self._event(req, final=False)
+        while not self.closed:
+            self._chunk(event)
+            self.flush()
+            await asyncio.sleep(0.05)
+
+    async def trickle(self, data: bytes) -> None:
+        """Write ``data`` one byte per STANDIN_TRICKLE_S, then keep the connection open and silent."""
+        for i in range(len(data)):
+            if self.closed or self.transport is None:
+                return
+            self.transport.write(data[i : i + 1])
+            await asyncio.sleep(self.server.cfg.trickle_s)
+        while not self.closed:
+            await asyncio.sleep(self.server.cfg.trickle_s)
 
     def _finish_reason(self, req: Request) -> dict[str, object]:
         if req.k < req.max_new and req.fault != "short_tokens":
@@ -718,7 +797,9 @@ class Server:
             return
         ready = self.engine.ready()
         if method == "GET":
-            if path in ("/health", "/health_generate", "/ready"):
+            if path in ("/health", "/health_generate") and cfg.health_fault:
+                self._health_fault(proto)
+            elif path in ("/health", "/health_generate", "/ready"):
                 if ready:
                     proto._respond(200, b"", ctype="text/plain")
                 else:
@@ -764,6 +845,23 @@ class Server:
             return
         proto._respond(404 if method in ("POST", "PUT", "DELETE") else 405, {"detail": "Not Found"})
 
+    def _health_fault(self, proto: HTTPProtocol) -> None:
+        fault = self.cfg.health_fault
+        if fault in ("401", "403"):
+            proto._respond(int(fault), {"error": "Unauthorized" if fault == "401" else "Forbidden"})
+        elif fault == "redirect":
+            proto._write(
+                b"HTTP/1.1 302 Found\r\nlocation: http://user:hunter2@elsewhere/health\r\ncontent-length: 0\r\n\r\n"
+            )
+            proto._done()
+        else:
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 64\r\n\r\n"
+            if fault == "trickle_head":
+                asyncio.get_running_loop().create_task(proto.trickle(head))
+            else:
+                proto._write(head)
+                asyncio.get_running_loop().create_task(proto.trickle(b"x" * 64))
+
     def _generate(self, proto: HTTPProtocol, path: str, body: bytes) -> None:
         try:
             obj = json.loads(body or b"null")
@@ -783,6 +881,18 @@ class Server:
         fault = eng.pick_fault()
         if fault == "http500":
             proto._respond(500, {"error": {"message": "stand-in injected fault: internal server error"}})
+            return
+        if fault in _TRICKLE_FAULTS:
+            head = (
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+            )
+            event = b'data: {"text":" w0","output_ids":[1000],"meta_info":{"completion_tokens":1}}\n\n'
+            if fault == "trickle_head":
+                asyncio.get_running_loop().create_task(proto.trickle(head))
+            else:
+                proto._write(head)
+                asyncio.get_running_loop().create_task(proto.trickle((b"%x\r\n%b\r\n" % (len(event), event)) * 1000))
             return
         eng.next_rid += 1
         stream = bool(obj.get("stream", False))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import re
 import resource
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
     SSEError,
-    cheap_completion_tokens,
+    StreamChecker,
     reconstruct,
     split_events,
 )
@@ -108,31 +110,11 @@ def test_split_keeps_partial_event_and_has_no_line_limit():
     buf += big[1000:] + b"\n\n: keepalive comment\n\nevent: x\ndata: [DONE]\n\n"
     out = split_events(buf)
     assert out == [big, b"[DONE]"]
-    assert cheap_completion_tokens(out[0]) == 3
 
 
 def test_garbage_is_not_an_event():
     with pytest.raises(SSEError, match="not a server-sent event"):
         split_events(bytearray(b"<html>502 Bad Gateway</html>\n\n"))
-
-
-@pytest.mark.parametrize(
-    ("payload", "expected"),
-    [
-        (b'{"meta_info":{"completion_tokens":17,"x":1}}', 17),
-        (b'{"meta_info":{"completion_tokens": 17}}', 17),
-        (b'{"text":"\\"completion_tokens\\": 99","meta_info":{"completion_tokens":2}}', 2),
-        (b'{"usage":null}', None),
-        (b'{"usage":{"completion_tokens":null}}', None),
-    ],
-)
-def test_cheap_completion_tokens(payload, expected):
-    assert cheap_completion_tokens(payload) == expected
-
-
-def test_cheap_completion_tokens_rejects_truncated():
-    with pytest.raises(SSEError, match="malformed event"):
-        cheap_completion_tokens(b'{"meta_info": {"completion_tokens": ')
 
 
 def test_error_events_and_bad_json():
@@ -289,3 +271,116 @@ def test_raise_nofile_names_the_hard_limit(monkeypatch):
     monkeypatch.setattr(resource, "setrlimit", lambda r, v: calls.append(v))
     assert gate_client.raise_nofile(2048)["soft"] == 2048 + 128
     assert calls == [(2048 + 128, 4096)]
+
+
+# --------------------------------------------------------------------------- every event checked
+
+
+def compact(payloads: list[bytes]) -> list[bytes]:
+    """The events as SGLang writes them (orjson: no spaces), which the fast path accepts."""
+    return [json.dumps(json.loads(p), separators=(",", ":")).encode() for p in payloads]
+
+
+def run_checker(payloads: list[bytes], expected: int, api: str = "native", cls=StreamChecker) -> int:
+    c = cls(api, expected, 1 << 20)
+    for p in payloads:
+        c.event(p)
+    return c.tokens
+
+
+class SlowChecker(StreamChecker):
+    """The reference: every event decoded with json (the fast path switched off)."""
+
+    def _fast_native(self, p: bytes) -> int | None:
+        return None
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_checker_accepts_good_streams(incremental):
+    events = [*compact(native_events(20, incremental, interval=3)), b"[DONE]"]
+    assert run_checker(events, 20) == 20
+    assert run_checker(events, 20, cls=SlowChecker) == 20
+    assert run_checker([*openai_events(6), b"[DONE]"], 6, api="openai") == 6
+
+
+GOOD = compact(native_events(6, False))
+
+
+@pytest.mark.parametrize(
+    ("payloads", "needle"),
+    [
+        ([GOOD[0], GOOD[1][:-5] + b"x" + GOOD[1][-4:], *GOOD[2:], b"[DONE]"], "malformed event"),
+        ([GOOD[0], b'{"text":" w0 w1,"meta_info":{"completion_tokens":2}}', *GOOD[2:], b"[DONE]"], "malformed"),
+        (
+            [GOOD[0], b'{"error":{"message":"boom"},"meta_info":{"completion_tokens":2}}', *GOOD[2:]],
+            "error event: boom",
+        ),
+        ([GOOD[0], GOOD[1][:-1] + b',"error":"x"}', *GOOD[2:]], "error event: x"),
+        ([*GOOD[:3], GOOD[1], *GOOD[3:]], "went backwards (3 -> 2)"),
+        ([*GOOD, b"[DONE]", GOOD[-1]], "data after [DONE]"),
+        ([*GOOD, b"[DONE]", b"[DONE]"], "data after [DONE]"),
+        ([*GOOD[:4], b"[DONE]"], "wrong token count: asked for 6"),
+        ([b"[DONE]"], "no events before [DONE]"),
+        ([GOOD[0], b'{"text":"' + b"x" * (1 << 20) + b'"}'], "more than the 1048576 accepted"),
+        ([GOOD[0], b'{"text":"a","meta_info":{"completion_tokens":null}}'], "no integer meta_info.completion_tokens"),
+        ([GOOD[0], b'{"text":"a","meta_info":{"completion_tokens":true}}'], "no integer meta_info.completion_tokens"),
+        ([GOOD[0], b"[1,2]"], "not a JSON object"),
+        ([*GOOD[:5], GOOD[5].replace(b'"completion_tokens":6', b'"completion_tokens":7')], "more than the 6 tokens"),
+    ],
+)
+def test_checker_errors_are_named(payloads, needle):
+    for cls in (StreamChecker, SlowChecker):
+        with pytest.raises(SSEError, match=re.escape(needle)):
+            run_checker(payloads, 6, cls=cls)
+
+
+def test_checker_openai_errors():
+    with pytest.raises(SSEError, match="no usage"):
+        run_checker([*openai_events(3, usage=False), b"[DONE]"], 3, api="openai")
+    with pytest.raises(SSEError, match="error event"):
+        run_checker([openai_events(3)[0], b'{"error":{"message":"x"},"usage":{"completion_tokens":3}}'], 3, "openai")
+    with pytest.raises(SSEError, match="no choices list"):
+        run_checker([b'{"usage":{"completion_tokens":3}}'], 3, api="openai")
+
+
+def mutations(rng: random.Random, event: bytes, n: int) -> list[bytes]:
+    alphabet = b'{}[]",:\\ 0123456789-.eEnulltruefalse\x00\x1f\x7f\xc3\xa9\xff'
+    out = []
+    for _attempt in range(n):
+        b = bytearray(event)
+        for _k in range(rng.randint(1, 3)):
+            i = rng.randrange(len(b) + 1)
+            op = rng.randrange(3)
+            if op == 0 and i < len(b):
+                b[i] = rng.choice(alphabet)
+            elif op == 1:
+                b.insert(i, rng.choice(alphabet))
+            elif i < len(b):
+                del b[i]
+        out.append(bytes(b))
+    return out
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_fast_path_agrees_with_json_on_mutated_events(incremental):
+    """Whatever the fast path accepts, json accepts with the same count; everything else is decoded."""
+    rng = random.Random(20261130 + incremental)
+    events = compact(native_events(12, incremental, interval=1))
+    accepted_fast = 0
+    for k in range(1, len(events)):
+        for bad in mutations(rng, events[k], 150):
+            outcomes = []
+            for cls in (StreamChecker, SlowChecker):
+                c = cls("native", 12, 1 << 20)
+                for p in events[:k]:
+                    c.event(p)
+                try:
+                    outcomes.append(c.event(bad))
+                except SSEError:
+                    outcomes.append("error")
+            assert outcomes[0] == outcomes[1], bad
+            c = StreamChecker("native", 12, 1 << 20)
+            for p in events[:k]:
+                c.event(p)
+            accepted_fast += c._fast_native(bad) is not None
+    assert accepted_fast > 0  # the comparison covered the fast path, not only the fallback
