@@ -53,13 +53,14 @@ def _who() -> str:
 class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
+    _secrets: tuple[str, ...] = ()
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
         args = dict(self._task.args)
-        secrets = secrets_of(args.get("url"), args.get("api_key"))
+        self._secrets = tuple(secrets_of(args.get("url"), args.get("api_key")))
         try:
             result = self._gate(args, task_vars)
         except BaselineError as exc:
@@ -67,10 +68,18 @@ class ActionModule(ActionBase):
             result["msg"] = f"throughput_gate: {exc}"
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
-        return mask(result, secrets)  # type: ignore[return-value]
+        return mask(result, list(self._secrets))  # type: ignore[return-value]
 
     def _module(self, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        """Run the module on the target; its result masked before anything uses it."""
+        res = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        # ansible-core 2.19 turns a failure into an error-summary object holding the unmasked
+        # message; keep only its traceback text, so the summary is rebuilt from the masked msg
+        summary = res.pop("exception", None)
+        traceback = getattr(getattr(summary, "event", None), "formatted_traceback", None)
+        if traceback:
+            res["exception"] = str(traceback)
+        return mask(res, list(self._secrets))  # type: ignore[return-value]
 
     def _gate(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         given = {k: args.pop(k) for k in list(args) if k in CONTROLLER_ARGUMENT_SPEC}
@@ -175,8 +184,7 @@ class ActionModule(ActionBase):
                 f"baseline ACCEPTED on purpose by {accepted['by']} ({accepted['reason']}): {res.get('msg', '')}"
             )
         record = mask(
-            run_record(key, res, info, shape, when=when, accepted=accepted if write else None),
-            secrets_of(args.get("url"), args.get("api_key")),
+            run_record(key, res, info, shape, when=when, accepted=accepted if write else None), list(self._secrets)
         )
         try:
             done = commit(paths, record, new_doc, expected_digest=choice.exact_digest, accept=accept)  # type: ignore[arg-type]
