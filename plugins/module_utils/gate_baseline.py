@@ -51,6 +51,7 @@ CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "baseline_dir": {"type": "path"},
     "baseline_key": {
         "type": "dict",
+        "no_log": False,  # a key of a baseline, not a secret
         "options": {
             "host": {"type": "str"},
             "model": {"type": "str", "required": True},
@@ -305,7 +306,7 @@ def choose(
         if any(cand.key[k] != key[k] for k in KEY_FIELDS if k != "sglang_version"):
             continue
         ver = version_key(cand.key["sglang_version"])
-        if ver is None or not ver < current:
+        if ver is None or ver >= current:
             continue
         if best is None or ver > best[0]:
             best = (ver, cand)

@@ -19,13 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_throughput_gate import (
-    RATE,
-    ROLE_PLAY,
-    SHAPE,
-    run_play,
-    standin,  # noqa: F401 (the stand-in fixture)
-)
+from test_throughput_gate import RATE, ROLE_PLAY, SHAPE, run_play, standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
 
@@ -52,9 +46,7 @@ def role_vars(tmp_path: Path, url: str, *, version: str = "0.5.23", profile: str
     return v
 
 
-@pytest.fixture
-def serve(standin):  # noqa: F811 (test_throughput_gate's stand-in fixture, under one name here)
-    return standin
+serve = standin  # test_throughput_gate's stand-in fixture, under its own name in this module
 
 
 def key(version: str = "0.5.23", profile: str = "glm5-tp8") -> dict[str, str]:

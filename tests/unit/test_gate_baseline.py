@@ -26,8 +26,8 @@ KEY = gb.make_key(
 TRIALS = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
 
 
-def doc(key: dict[str, str] = KEY, trials: list[float] = TRIALS, override: dict | None = None) -> bytes:
-    d = gb.baseline_document(key, trials, {"concurrency": 8}, "2026-11-30T00:00:00+00:00", None)
+def doc(key: dict[str, str] | None = None, trials: list[float] | None = None, override: dict | None = None) -> bytes:
+    d = gb.baseline_document(key or KEY, trials or TRIALS, {"concurrency": 8}, "2026-11-30T00:00:00+00:00", None)
     d.update(override or {})
     return json.dumps(d).encode()
 
@@ -254,7 +254,11 @@ class read_only:
 def test_atomic_write_leaves_no_temp_and_keeps_the_old_file_on_error(tmp_path, monkeypatch):
     path = tmp_path / "b.json"
     gb.atomic_write(str(path), "old\n")
-    monkeypatch.setattr(gb.os, "replace", lambda *_a: (_ for _ in ()).throw(OSError(28, "No space left")))
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(gb.os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left"):
         gb.atomic_write(str(path), "new\n")
     assert path.read_text() == "old\n"
