@@ -180,6 +180,25 @@ def test_unusable_baseline_is_named_before_any_load(tmp_path, serve, content, ne
     assert "FAIL" in summary[0][1]
 
 
+def test_check_mode_plans_with_the_chosen_baseline_and_refuses_a_bad_one(tmp_path, serve):
+    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+    seed(tmp_path, spread(RATE), version="0.5.9")
+    before = sorted(p.name for p in (tmp_path / "baselines").iterdir())
+    r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), TASK, check=True)
+    assert r.rc == 0, r.output
+    plan = r.res["baseline_plan"]
+    assert plan["fallback"] is True
+    assert plan["source_sglang_version"] == "0.5.9"
+    assert plan["would_write"].startswith("only from a passing run")
+    assert r.res["plan"]["baseline_trials"] == 5
+    (tmp_path / "baselines" / "notes.json").write_text("{")
+    bad = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), TASK, check=True)
+    assert bad.rc != 0
+    assert "notes.json is not valid JSON" in bad.res["msg"]
+    assert sorted(p.name for p in (tmp_path / "baselines").iterdir()) == sorted([*before, "notes.json"])
+    assert load_seen(server.url) == 0
+
+
 def test_read_only_directory_fails_before_the_load(tmp_path, serve):
     server = serve(STANDIN_TOKENS_PER_S=str(RATE))
     base = tmp_path / "baselines"
