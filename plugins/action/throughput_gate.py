@@ -195,4 +195,5 @@ class ActionModule(ActionBase):
         info.update(written=done.written, write_reason=why if done.written else f"{why}; {done.note}")
         res["baseline"] = info
         res["record"] = done.record
+        res["changed"] = done.written  # the controller's baseline changed (the history is a log)
         return res

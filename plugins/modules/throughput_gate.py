@@ -134,6 +134,7 @@ options:
         before any load is sent, and records the run (see the role README for the rules).
       - Files are C(<label>__<hash>.json) (baseline), C(.history.jsonl) (one JSON object per run)
         and C(.lock); the key inside the file identifies it, the name is only a label.
+      - The task reports C(changed) when it wrote the baseline (the history is a log and does not count).
       - Without it the module runs with the O(baseline) given.
     type: path
   baseline_key:

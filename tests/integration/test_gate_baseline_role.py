@@ -125,6 +125,7 @@ def test_prefix_profile_is_not_picked(tmp_path, serve):
     assert r.res["reason"] == "no_baseline"
     assert r.res["baseline"]["source"] is None
     assert Path(paths(tmp_path).baseline).exists()  # the first baseline of this key
+    assert r.res["changed"] is True
 
 
 def test_upgrade_is_compared_with_the_highest_earlier_version(tmp_path, serve):
@@ -281,6 +282,7 @@ def test_accept_a_lower_baseline_on_purpose(tmp_path, serve):
     again = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, slow.url), TASK)
     assert again.rc == 0, again.output
     assert again.res["verdict"] == "pass"
+    assert again.res["changed"] is False  # only the history grew
 
 
 # --------------------------------------------------------------------------- secrets
