@@ -155,9 +155,7 @@ class ActionModule(ActionBase):
             "history": os.path.basename(paths.history),
             "key": key,
             "source": os.path.basename(used.path) if used else None,
-            "source_sglang_version": choice.baseline.key["sglang_version"]
-            if choice.baseline and compare_with
-            else None,
+            "source_sglang_version": used.key["sglang_version"] if used else None,
             "fallback": choice.fallback and bool(compare_with),
             "note": choice.note,
             "problems": problems,

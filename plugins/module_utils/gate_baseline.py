@@ -559,6 +559,7 @@ def run_record(
         "baseline_source": info.get("source"),
         "baseline_source_sglang_version": info.get("source_sglang_version"),
         "baseline_fallback": bool(info.get("fallback")),
+        "baseline_problems": info.get("problems") or [],  # tolerated when accepting a new baseline
         "delta_pct": result.get("delta_pct"),
         "p_value": result.get("p_value"),
         "trials": result.get("valid_trial_values") or [],

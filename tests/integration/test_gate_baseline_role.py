@@ -285,6 +285,29 @@ def test_accept_a_lower_baseline_on_purpose(tmp_path, serve):
     assert again.res["changed"] is False  # only the history grew
 
 
+def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, serve):
+    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+    stored = seed(tmp_path, spread(RATE))
+    before = stored.read_bytes()
+    wider = role_vars(tmp_path, server.url, throughput_gate_concurrency=4, throughput_gate_requests_per_trial=8)
+    r = run_play(tmp_path, ROLE_PLAY, wider, TASK)
+    assert r.rc != 0
+    assert "was measured with another request shape (concurrency: 8 -> 4; requests_per_trial: 16 -> 8)" in r.res["msg"]
+    assert load_seen(server.url) == 0
+    assert stored.read_bytes() == before
+
+    why = "gate shape halved for the smaller lab"
+    wider.update(throughput_gate_accept_baseline=True, throughput_gate_accept_reason=why)
+    accepted = run_play(tmp_path, ROLE_PLAY, wider, TASK)
+    assert accepted.rc == 0, accepted.output
+    assert accepted.res["reason"] == "no_baseline"  # not compared with the other shape
+    new = json.loads(stored.read_text())
+    assert new["shape"]["concurrency"] == 4
+    assert new["accepted"]["reason"] == why
+    [h] = history(tmp_path)
+    assert "another request shape" in h["baseline_problems"][0]
+
+
 # --------------------------------------------------------------------------- secrets
 
 
