@@ -614,8 +614,18 @@ def _forms(secret: str) -> set[str]:
     return {f for f in forms if f}
 
 
+# fields whose values come from a fixed vocabulary: never secrets, and masking a short key inside
+# them ("pass") would change what the play decides
+ENUM_FIELDS = frozenset({"verdict", "reason"})
+
+
+def _is_enum(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[a-z_]{1,40}", value) is not None
+
+
 def mask(value: object, secrets: list[str]) -> object:
-    """``value`` with every secret (and its escaped, quoted and JSON forms) replaced by :data:`MASK`."""
+    """``value`` with every secret (and its escaped, quoted and JSON forms) replaced by :data:`MASK`
+    in every string value; dict keys and :data:`ENUM_FIELDS` values are structure, left as they are."""
     forms = sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True)
     if not forms:
         return value
@@ -627,7 +637,7 @@ def mask(value: object, secrets: list[str]) -> object:
                     v = v.replace(f, MASK)
             return v
         if isinstance(v, dict):
-            return {walk(k): walk(x) for k, x in v.items()}
+            return {k: x if k in ENUM_FIELDS and _is_enum(x) else walk(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             return [walk(x) for x in v]
         return v

@@ -383,13 +383,19 @@ def test_mask_covers_escaped_forms_everywhere():
         "nested": [{"json": text, "twice": json.dumps(text)}],
         "plan": {"url": "http://u:p%2Fw@h:1/generate", "decoded": "p/w"},
         "n": 5,
-        key: "as a key",
     }
     masked = json.dumps(gb.mask(result, secrets))
     for form in (key, repr(key)[1:-1], json.dumps(key)[1:-1], "p%2Fw", "p/w", "\\r\\n"):
         assert form not in masked, form
     assert "cr" not in masked.replace("********", "")
     assert '"n": 5' in masked
+
+
+def test_mask_keeps_structure_with_a_short_key():
+    masked = gb.mask({"verdict": "pass", "reason": "regression", "failed": False, "msg": "pass: x"}, ["ss"])
+    assert masked == {"verdict": "pass", "reason": "regression", "failed": False, "msg": "pa********: x"}
+    # free text under the same name (an accept reason) is masked
+    assert gb.mask({"accepted": {"reason": "key ss leaked"}}, ["ss"]) == {"accepted": {"reason": "key ******** leaked"}}
 
 
 def test_summary_line():
