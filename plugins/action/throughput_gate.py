@@ -8,6 +8,12 @@ Without ``baseline_dir`` the task is passed to the module unchanged (a caller-su
 baseline (rules in ``module_utils/gate_baseline.py``), runs the module on the target with that
 baseline, and records the run under the key's lock. Everything it returns is masked for the API
 key and URL credentials.
+
+The module runs through ``_execute_module``: check mode reaches it as ``_ansible_check_mode``
+(it then sends nothing and returns its plan), and with ``delegate_to`` it runs on the delegated
+host while the baseline key keeps the task's ``inventory_hostname``. The module validates its
+own options, so the plugin sets no ``_VALID_ARGS``; it validates and removes only its
+controller-side options (``CONTROLLER_ARGUMENT_SPEC``).
 """
 
 from __future__ import annotations

@@ -316,14 +316,12 @@ def test_no_secret_in_any_output_of_a_failing_run(tmp_path, serve):
     secret_key = "Wr0ng-K3y\r\nX-Injected: yes"
     password = "pa:ss@w0rd/%"
     url = server.url.replace("http://", "http://gate:" + urllib.parse.quote(password, safe="") + "@")
-    r = run_play(
-        tmp_path,
-        ROLE_PLAY,
-        role_vars(tmp_path, url, throughput_gate_api_key=secret_key, throughput_gate_ready_timeout=3),
-        TASK,
-    )
+    gate_vars = role_vars(tmp_path, url, throughput_gate_api_key=secret_key, throughput_gate_ready_timeout=3)
+    plan = run_play(tmp_path, ROLE_PLAY, gate_vars, TASK, check=True)  # the check-mode plan shows the URL
+    assert plan.res["plan"]["endpoint"].startswith("POST http://********@127.0.0.1:"), plan.res["plan"]
+    r = run_play(tmp_path, ROLE_PLAY, gate_vars, TASK)
     assert r.rc != 0
-    outputs = [r.output, json.dumps(r.res)]
+    outputs = [plan.output, json.dumps(plan.res), r.output, json.dumps(r.res)]
     artifacts = tmp_path.glob("runner-*/artifacts/**/*")
     outputs += [p.read_text(errors="replace") for p in artifacts if p.is_file()]
     outputs += [p.read_text(errors="replace") for p in (tmp_path / "baselines").iterdir() if p.is_file()]
