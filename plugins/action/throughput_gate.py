@@ -126,12 +126,14 @@ class ActionModule(ActionBase):
         except (TypeError, ValueError):
             trials = MIN_TRIALS  # the module names a bad value
         exact = (paths.baseline, read_file(paths.baseline))
+        fallback = bool(opts["baseline_fallback"])
         others = []
-        for path in baseline_files(directory):
-            data = read_file(path) if path != paths.baseline else None
-            if data is not None:
-                others.append((path, data))
-        choice = choose(key, exact, others, fallback=bool(opts["baseline_fallback"]), tolerate=accept)
+        if exact[1] is None and fallback:  # the other baselines are read only for the fallback search
+            for path in baseline_files(directory):
+                data = read_file(path) if path != paths.baseline else None
+                if data is not None:
+                    others.append((path, data))
+        choice = choose(key, exact, others, fallback=fallback, tolerate=accept)
         problems = list(choice.problems)
         shape = shape_of(args)
         compare_with = choice.trials
