@@ -57,7 +57,7 @@ def main() -> None:
     for n in args.baselines:
         with tempfile.TemporaryDirectory() as d:
             fill(d, n)
-            runs = [choose_ms(d) for _ in range(3)]
+            runs = [choose_ms(d) for _run in range(3)]
             print(f"choose (fallback search) over {n:>5} baselines: median {statistics.median(runs):8.1f} ms")
     with tempfile.TemporaryDirectory() as d:
         key = gb.make_key(host="node1", model="m", profile="p", sglang_version="0.5.23", gpu_model="g")
