@@ -28,13 +28,19 @@ help:
 	@echo "make test     everything CI runs (lint, sanity, unit, integration, molecule)"
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
 
-$(VENV)/.stamp: requirements.txt
+$(VENV)/.stamp: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.stamp
+
+# build context of the execution environment for AWX/AAP (execution-environment.yml)
+.PHONY: ee
+ee: venv
+	rm -rf .cache/ee
+	$(BIN)/ansible-builder create -f execution-environment.yml -c .cache/ee
 
 harness:
 	bash tests/harness/setup-host.sh

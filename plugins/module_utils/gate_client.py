@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Closed-loop load client for SGLang's streaming endpoints (stdlib only, one process, asyncio).
 
-Why it looks like this (FACTS.md section 5): the clients of the usual benchmarks lose throughput
+Why it looks like this (docs/measurement.md): the clients of the usual benchmarks lose throughput
 to a new connection per request, connection pools capped at 100, 64 KB read buffers and 128 KB
 line limits, file-descriptor limits and tokenizer CPU. Here:
 

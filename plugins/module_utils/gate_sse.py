@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Server-sent events of SGLang's streaming endpoints (stdlib only).
 
-Formats (FACTS.md section 3):
+Formats (docs/sglang-versions-and-flags.md):
 
 - native ``POST /generate``: ``data: {"text", "output_ids", "meta_info": {..., "completion_tokens"}}``
   events, then ``data: [DONE]``. Text and ids are cumulative by default and deltas with

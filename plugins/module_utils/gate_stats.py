@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Statistics and the decision rule of the throughput gate (stdlib only).
 
-Decision rule (FACTS.md section 5, after asv and Chromium Pinpoint):
+Decision rule (docs/measurement.md, after asv and Chromium Pinpoint):
 
 - FAIL iff median(current) < median(baseline) x (1 - tolerance) AND a one-sided Mann-Whitney
   test (current smaller than baseline) gives p < alpha;

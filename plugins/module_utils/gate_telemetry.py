@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """GPU telemetry for the throughput gate: one nvidia-smi sampling loop for all GPUs (stdlib only).
 
-FACTS.md section 5: ``nvidia-smi --query-gpu=timestamp,index,power.draw.instant,utilization.gpu,
+docs/measurement.md: ``nvidia-smi --query-gpu=timestamp,index,power.draw.instant,utilization.gpu,
 clocks.sm,clocks_event_reasons.active,temperature.gpu,enforced.power.limit
 --format=csv,noheader,nounits -lms 200`` runs during the measured window. Per GPU the summary
 gives average and peak power against the enforced limit, utilization, SM clock, temperature,
@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
     parse_query_typed,
 )
 
-# the one list of telemetry fields (FACTS.md section 5), shared with the nvidia-smi parsers
+# the one list of telemetry fields (docs/measurement.md), shared with the nvidia-smi parsers
 QUERY_FIELDS: tuple[str, ...] = TELEMETRY_FIELDS
 UNDER_USE_FRACTION = 0.5
 

@@ -38,7 +38,7 @@ GPU_INFO_FIELDS: tuple[str, ...] = (
     "pcie.link.width.max",
 )
 
-# Fields of the telemetry loop (FACTS.md section 5) used by the throughput gate.
+# Fields of the telemetry loop (docs/measurement.md) used by the throughput gate.
 TELEMETRY_FIELDS: tuple[str, ...] = (
     "timestamp",
     "index",

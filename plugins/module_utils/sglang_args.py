@@ -8,7 +8,7 @@ A profile is a dict ``{flag: value}``; keys use underscores or dashes, without `
 ``False``/``None`` = omitted, list = several values (only for flags that take several),
 dict = JSON text, anything else = its text.
 
-Flags that changed between releases are mapped for the target version (FACTS.md §3):
+Flags that changed between releases are mapped for the target version (docs/sglang-versions-and-flags.md):
 ``disable_cuda_graph`` -> ``--cuda-graph-backend-decode/prefill disabled`` where those exist;
 ``cuda_graph_max_bs`` <-> ``cuda_graph_max_bs_decode``; ``enable_dp_attention`` + ``dp_size``
 <-> ``attn_dp_size``. Any flag the version's parser does not know is refused, naming the flag

@@ -7,7 +7,7 @@ Finds where SGLang decides whether to run the FlashInfer autotune, which MoE
 runner backends that decision whitelists, and which entries are present only
 as comments (disabled upstream). Stdlib only: this runs on the target.
 
-Three layouts exist in released wheels (FACTS.md section 3); they are listed
+Three layouts exist in released wheels (docs/sglang-versions-and-flags.md); they are listed
 newest first in ``LAYOUTS`` and the first one whose file defines the function
 wins.
 """

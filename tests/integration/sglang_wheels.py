@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 WHEEL_DIR = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "wheels"
 
-# Versions the tests use, with what FACTS.md section 3 says about each.
+# Versions the tests use, with what docs/sglang-versions-and-flags.md says about each.
 PATCH_NEEDED = ("0.5.8", "0.5.12.post1")
 ENABLED_UPSTREAM = ("0.5.13", "0.5.14", "0.5.23")
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """STAND-IN for an SGLang HTTP server (``python -m sglang.launch_server``). Not SGLang.
 
-What it stands in for: the HTTP API of an SGLang server (0.5.x), as documented in FACTS.md §3,
+What it stands in for: the HTTP API of an SGLang server (0.5.x), as in docs/sglang-versions-and-flags.md,
 so the sglang_server role and the throughput_gate module can be tested on a machine without a GPU.
 No model runs here: tokens are synthetic and produced at a configurable aggregate rate.
 

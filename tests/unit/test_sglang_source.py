@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source impo
 
 LAYOUT = {layout.name: layout for layout in LAYOUTS}
 
-# What FACTS.md section 3 says each released wheel holds.
+# What docs/sglang-versions-and-flags.md says each released wheel holds.
 EXPECTED = {
     "0.5.8": (
         "model_runner",

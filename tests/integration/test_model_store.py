@@ -1,0 +1,275 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Role model_store, driven by ansible-runner against localhost, with the real huggingface_hub.
+
+The Hub is tests/standins/hf_hub.py on a random loopback port (it logs every request, so a test
+can prove that a second run asks the Hub nothing). The role builds its venv with the pinned
+huggingface_hub from PyPI once per machine (the venv path is kept in GPUFLEET_CACHE).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ansible_runner
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HUB = REPO / "tests" / "standins" / "hf_hub.py"
+CACHE = Path(os.environ.get("GPUFLEET_CACHE", Path.home() / ".cache" / "gpufleet"))
+VENV = CACHE / "model-store-hf-venv"
+TOKEN = "hf_gated_secret_8c1f2e"
+
+PLAY = """
+- name: Model store
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpufleet.sglang.model_store
+"""
+
+
+class Hub:
+    """The Hub stand-in in its own process."""
+
+    def __init__(self, tmp_path: Path, *flags: str) -> None:
+        self.log = tmp_path / f"hub-{time.monotonic_ns()}.jsonl"
+        port_file = tmp_path / f"hub-port-{time.monotonic_ns()}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HUB), "--port-file", str(port_file), "--log", str(self.log), "--token", TOKEN, *flags],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 15
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"hub stand-in did not start: {self.proc.stderr.read().decode()}")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{port_file.read_text()}"
+
+    def requests(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    started: list[Hub] = []
+
+    def start(*flags: str) -> Hub:
+        h = Hub(tmp_path, *flags)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+class Run:
+    def __init__(self, runner: ansible_runner.Runner) -> None:
+        self.rc = runner.rc
+        self.output = runner.stdout.read()
+        self.facts: dict = {}
+        self.failed_msgs: list[str] = []
+        self.changed_tasks: list[str] = []
+        self.progress: list[str] = []
+        for ev in runner.events:
+            data = ev.get("event_data", {})
+            res = data.get("res", {})
+            if ev.get("event") == "runner_on_ok":
+                facts = res.get("ansible_facts", {})
+                if "model_store_facts" in facts:
+                    self.facts = facts["model_store_facts"]
+                if res.get("changed"):
+                    self.changed_tasks.append(data.get("task", ""))
+                if data.get("task_action") == "ansible.builtin.debug" and "MiB/s" in str(res.get("msg")):
+                    self.progress.append(res["msg"])
+            if ev.get("event") == "runner_on_failed":
+                self.failed_msgs.append(str(res.get("msg", "")))
+
+
+def run_role(tmp_path: Path, models: list[dict], check: bool = False, **more) -> Run:
+    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
+    (pdd / "project").mkdir(parents=True)
+    (pdd / "project" / "play.yml").write_text(PLAY)
+    extravars = {
+        "model_store_models": models,
+        "model_store_dir": str(tmp_path / "store"),
+        "model_store_venv": str(VENV),
+        "model_store_poll_s": 1,
+        "model_store_reserve_bytes": 0,
+        **more,
+    }
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd),
+        playbook="play.yml",
+        extravars=extravars,
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+            "ANSIBLE_NOCOLOR": "1",
+        },
+        cmdline="--check" if check else None,
+        quiet=True,
+        timeout=600,
+    )
+    return Run(runner)
+
+
+def model(hub: Hub, **more) -> dict:
+    return {"name": "tiny", "repo": "gpufleet-test/tiny-moe", "revision": "main", "endpoint": hub.url, **more}
+
+
+def downloads(h: Hub) -> list[dict]:
+    return [r for r in h.requests() if "/resolve/" in r["path"] and r["method"] == "GET"]
+
+
+def snapshot_files(path: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != ".gpufleet-model.json"
+    }
+
+
+def test_first_download_then_nothing(tmp_path, hub):
+    h = hub("--size-mb", "16", "--rate-mbps", "6")
+    first = run_role(tmp_path, [model(h)])
+    assert first.rc == 0, first.output
+    facts = first.facts["tiny"]
+    commit = facts["commit"]
+    assert len(commit) == 40
+    snap = tmp_path / "store" / "gpufleet-test" / "tiny-moe" / commit
+    assert facts["path"] == str(snap)
+    assert facts["file_count"] == 5
+    assert facts["verified"] is True
+    assert facts["total_bytes"] == sum(p.stat().st_size for p in snap.iterdir() if not p.name.startswith("."))
+    assert os.readlink(tmp_path / "store" / "current" / "tiny") == f"../gpufleet-test/tiny-moe/{commit}"
+    assert not (snap / ".cache").exists()
+    assert not list(snap.parent.glob("*.partial"))
+    assert first.progress, "no progress line while downloading:\n" + first.output
+    assert len(downloads(h)) == 5
+
+    before = len(h.requests())
+    second = run_role(tmp_path, [model(h)])
+    assert second.rc == 0, second.output
+    assert second.changed_tasks == []
+    assert len(h.requests()) == before, "the second run asked the Hub again"
+    assert second.facts["tiny"]["commit"] == commit
+
+
+def test_corrupted_download_is_fetched_again(tmp_path, hub):
+    h = hub("--size-mb", "4", "--corrupt-once", "model.safetensors")
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc == 0, run.output
+    assert run.facts["tiny"]["refetched"] == ["model.safetensors"]
+    assert len([r for r in downloads(h) if r["path"].endswith("model.safetensors")]) == 2
+
+
+def test_full_verify_finds_a_file_damaged_on_disk(tmp_path, hub):
+    h = hub("--size-mb", "4")
+    assert run_role(tmp_path, [model(h)]).rc == 0
+    snap = Path(run_role(tmp_path, [model(h)]).facts["tiny"]["path"])
+    good = snap.joinpath("config.json").read_bytes()
+    snap.joinpath("config.json").write_bytes(good.replace(b"64", b"65"))
+    quick = run_role(tmp_path, [model(h)])
+    assert quick.rc == 0
+    assert quick.changed_tasks == []  # same size: quick mode trusts the recorded verification
+    full = run_role(tmp_path, [model(h)], model_store_verify="full")
+    assert full.rc == 0, full.output
+    assert full.facts["tiny"]["refetched"] == ["config.json"]
+    assert snap.joinpath("config.json").read_bytes() == good
+
+
+def test_interrupted_download_resumes(tmp_path, hub):
+    # huggingface_hub writes 10 MiB chunks: a cut after 15 MB leaves one chunk on disk to resume from
+    h = hub("--size-mb", "24", "--cut-once", "model.safetensors:15000000")
+    run = run_role(tmp_path, [model(h)])
+    if run.rc != 0:  # the cut ended this run: the next one resumes from the partial file
+        assert "partial download kept" in run.output
+        run = run_role(tmp_path, [model(h)])
+    assert run.rc == 0, run.output
+    ranged = [r for r in downloads(h) if r["path"].endswith("model.safetensors") and r["range"]]
+    assert ranged, f"no ranged (resumed) request: {downloads(h)}"
+    assert ranged[0]["range"] == "bytes=10485760-"
+    assert run.facts["tiny"]["verified"] is True
+
+
+def test_not_enough_space_is_refused_before_any_byte(tmp_path, hub):
+    h = hub("--size-mb", "4")
+    run = run_role(tmp_path, [model(h)], model_store_reserve_bytes=2**60)
+    assert run.rc != 0
+    msg = " ".join(run.failed_msgs)
+    assert "not enough space" in msg
+    assert "the download needs 4.0 MiB" in msg
+    assert "nothing was downloaded" in msg
+    assert downloads(h) == []
+    assert not list((tmp_path / "store").glob("gpufleet-test/tiny-moe/*"))
+
+
+def test_gated_repo_token_and_wrong_revision(tmp_path, hub):
+    h = hub("--size-mb", "1")
+    gated = model(h, name="gated", repo="gpufleet-test/gated-moe")
+    no_token = run_role(tmp_path, [gated])
+    assert no_token.rc != 0
+    assert "the Hub refused gpufleet-test/gated-moe (gated or private, 401)" in " ".join(no_token.failed_msgs)
+    wrong = run_role(tmp_path, [gated], model_store_hf_token="hf_wrong_token_000")
+    assert wrong.rc != 0
+    assert "hf_wrong_token_000" not in wrong.output
+    ok = run_role(tmp_path, [gated], model_store_hf_token=TOKEN)
+    assert ok.rc == 0, ok.output
+    assert TOKEN not in ok.output
+    assert all(r["auth"] == "present" for r in h.requests()[-7:])
+    bad_rev = run_role(tmp_path, [model(h, revision="no-such-branch")])
+    assert bad_rev.rc != 0
+    assert "revision 'no-such-branch' not found in gpufleet-test/tiny-moe" in " ".join(bad_rev.failed_msgs)
+
+
+def test_bad_declarations_are_named_before_any_change(tmp_path, hub):
+    h = hub("--size-mb", "1")
+    run = run_role(
+        tmp_path,
+        [model(h), model(h), {"name": "x", "repo": "no-slash", "revision": "main"}, model(h, name="l", source="local")],
+    )
+    assert run.rc != 0
+    msg = " ".join(run.failed_msgs)
+    assert "model tiny: declared twice" in msg
+    assert "model x: repo 'no-slash' is not '<org>/<name>'" in msg
+    assert "model l: a local source needs revision set to the 40-hex commit" in msg
+    assert h.requests() == []
+    assert not (tmp_path / "store").exists()
+
+
+def test_local_source_and_check_mode(tmp_path, hub):
+    h = hub("--size-mb", "2")
+    (tmp_path / "a").mkdir()
+    first = run_role(tmp_path / "a", [model(h)])
+    assert first.rc == 0, first.output
+    src = Path(first.facts["tiny"]["path"])
+    commit = first.facts["tiny"]["commit"]
+    local = {
+        "name": "tiny",
+        "repo": "gpufleet-test/tiny-moe",
+        "revision": commit,
+        "source": "local",
+        "local_path": str(src),
+    }
+    planned = run_role(tmp_path, [local], check=True)
+    assert planned.rc == 0, planned.output
+    assert not (tmp_path / "store" / "gpufleet-test").exists()
+    copied = run_role(tmp_path, [local])
+    assert copied.rc == 0, copied.output
+    assert snapshot_files(Path(copied.facts["tiny"]["path"])) == snapshot_files(src)
