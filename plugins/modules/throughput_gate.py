@@ -151,6 +151,64 @@ options:
     description: Fail when the verdict is still UNKNOWN after the extra round.
     type: bool
     default: true
+  # Controller-side options: the action plugin of the same name handles them on the controller
+  # and removes them before the module runs on the target.
+  baseline_dir:
+    description:
+      - Controller directory of stored baselines and histories. When set, the action plugin
+        chooses the baseline (O(baseline) must not be given), checks the directory is writable
+        before any load is sent, and records the run (see the role README for the rules).
+      - Files are C(<label>__<hash>.json) (baseline), C(.history.jsonl) (one JSON object per run)
+        and C(.lock); the key inside the file identifies it, the name is only a label.
+      - The task reports C(changed) when it wrote the baseline (the history is a log and does not count).
+      - Without it the module runs with the O(baseline) given.
+    type: path
+  baseline_key:
+    description:
+      - The structured key of the stored baseline; all parts are compared exactly.
+    type: dict
+    suboptions:
+      host:
+        description: Host part; the task's C(inventory_hostname) when not set.
+        type: str
+      model:
+        description: Model part.
+        type: str
+        required: true
+      profile:
+        description: Server profile part (V(fast) never matches V(fast__tp8)).
+        type: str
+        required: true
+      sglang_version:
+        description:
+          - SGLang version part. With no baseline for this version, the baseline of the highest
+            earlier version (PEP 440 order) of the same host, model, profile and GPU model is used.
+        type: str
+        required: true
+      gpu_model:
+        description: GPU model part.
+        type: str
+        required: true
+  baseline_fallback:
+    description: Compare a key without a baseline with the highest earlier SGLang version's baseline.
+    type: bool
+    default: true
+  update_baseline:
+    description: Replace the stored baseline with this run's trials when the gate passes.
+    type: bool
+    default: false
+  accept_baseline:
+    description:
+      - Make this run's trials the baseline even when they are lower (a regression accepted on
+        purpose); the run then does not fail for the regression. Needs O(accept_reason) and at
+        least 5 trials; invalid, unready or below-floor runs are never accepted.
+      - A stored baseline that is unusable (corrupt, too short, other request shape) is replaced.
+    type: bool
+    default: false
+  accept_reason:
+    description: Why the new baseline is accepted; kept in the history with the controller user and the time.
+    type: str
+    default: ""
 notes:
   - Check mode sends nothing and reports the plan in RV(plan).
   - The module never changes the target; C(changed) is always false.
@@ -263,6 +321,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import CONTROLLER_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
     GateParams,
@@ -297,11 +356,14 @@ ARGUMENT_SPEC = {
     "max_invalid_trials": {"type": "int"},
     "fail_on_unknown": {"type": "bool", "default": True},
 }
+# Controller-side options (the action plugin handles and removes them); in the spec so that one
+# DOCUMENTATION describes the whole task.
+ARGUMENT_SPEC.update(CONTROLLER_ARGUMENT_SPEC)
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = GateParams(**{k: v for k, v in module.params.items() if k in GateParams.__dataclass_fields__})
+    params = GateParams(**{k: v for k, v in module.params.items() if k not in CONTROLLER_ARGUMENT_SPEC})
     hidden = secrets(params)
     module.no_log_values.update(hidden)  # Ansible then masks them in the echoed arguments too
 

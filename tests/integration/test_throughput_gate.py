@@ -387,12 +387,14 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
     assert first.rc == 0, first.output
     files = sorted((tmp_path / "baselines").iterdir())
     names = [f.name for f in files]
-    key = "localhost__test_model__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
-    assert names == [f"{key}.history.jsonl", f"{key}.json"], names
+    # a readable label plus a hash of the structured key (stored in the file)
+    key = next(n for n in names if n.endswith(".json"))[: -len(".json")]
+    assert key.startswith("localhost__test_model__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition__")
+    assert names == [f"{key}.history.jsonl", f"{key}.json", f"{key}.lock"], names
     baseline_path = tmp_path / "baselines" / f"{key}.json"
     stored = json.loads(baseline_path.read_text())
     assert len(stored["trials"]) == 5
-    assert stored["sglang_version"] == "0.5.23"
+    assert stored["key"]["sglang_version"] == "0.5.23"
     summary = [m for m in first.debug_msgs if isinstance(m, list) and m and m[0].startswith("host")]
     assert summary, first.output
     assert "PASS" in summary[0][1]
@@ -442,8 +444,8 @@ def test_role_rejects_corrupt_baseline(tmp_path, standin):
     server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     base = tmp_path / "baselines"
     base.mkdir()
-    key = "localhost__test_model__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition"
-    (base / f"{key}.json").write_text(json.dumps({"trials": ["fast", 1]}))
-    r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), "Check the stored baseline")
+    # a foreign file in the baseline directory (more cases in test_gate_baseline_role.py)
+    (base / "localhost__test_model__glm5-tp8.json").write_text(json.dumps({"trials": ["fast", 1]}))
+    r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), "Run the throughput gate")
     assert r.rc != 0
-    assert "is not a throughput_gate baseline" in r.output
+    assert "localhost__test_model__glm5-tp8.json is not a throughput_gate baseline" in r.output

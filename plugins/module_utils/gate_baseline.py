@@ -1,0 +1,657 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Throughput-gate baselines and history on the controller (stdlib only).
+
+The action plugin ``gpufleet.sglang.throughput_gate`` is a thin shell around these functions:
+
+- a baseline is identified by a structured key (host, model, profile, SGLang version, GPU model)
+  stored inside the file; file names are only a readable label plus a hash of that key;
+- a baseline holds at least :data:`MIN_TRIALS` valid trials: fewer are never written, and
+  reading such a file is an error that says how to re-baseline;
+- for a key without a baseline (an SGLang upgrade), the fallback is the baseline of the highest
+  earlier SGLang version (PEP 440 ordering) with the same host, model, profile and GPU model;
+- anything in the directory that is not a baseline (corrupt, empty, foreign) is an error naming
+  the file, never silently skipped (a skipped file could be the one that should have been chosen);
+- writes happen under a per-key ``fcntl`` lock, compare-and-swap against the baseline the run was
+  compared with, and atomically (temp file, fsync, rename, fsync of the directory);
+- secrets (the API key, credentials in the URL) are masked in every string, escaped forms included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote, urlsplit
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
+
+FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
+KEY_FIELDS = ("host", "model", "profile", "sglang_version", "gpu_model")
+# the request shape a baseline was measured with; a run with another shape is not comparable
+SHAPE_FIELDS = ("api", "concurrency", "requests_per_trial", "input_len", "output_len")
+LOCK_TIMEOUT_S = 60.0
+MASK = "********"
+# largest baseline file read (a real one is well under 4 KiB)
+MAX_BASELINE_BYTES = 1 << 20
+
+# Controller-side options of the throughput_gate action; the module documents them and the
+# action removes them before the module runs on the target.
+CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
+    "baseline_dir": {"type": "path"},
+    "baseline_key": {
+        "type": "dict",
+        "no_log": False,  # a key of a baseline, not a secret
+        "options": {
+            "host": {"type": "str"},
+            "model": {"type": "str", "required": True},
+            "profile": {"type": "str", "required": True},
+            "sglang_version": {"type": "str", "required": True},
+            "gpu_model": {"type": "str", "required": True},
+        },
+    },
+    "baseline_fallback": {"type": "bool", "default": True},
+    "update_baseline": {"type": "bool", "default": False},
+    "accept_baseline": {"type": "bool", "default": False},
+    "accept_reason": {"type": "str", "default": ""},
+}
+
+REBASELINE_HINT = (
+    f"To start a new baseline on purpose, run the gate with throughput_gate_trials >= {MIN_TRIALS} and "
+    "-e throughput_gate_accept_baseline=true -e 'throughput_gate_accept_reason=<why>' "
+    "(or move the file out of the baseline directory)."
+)
+
+
+class BaselineError(ValueError):
+    """A baseline file, directory or option that cannot be used; the message names it and the fix."""
+
+
+# --------------------------------------------------------------------------- key and names
+
+
+def make_key(**parts: object) -> dict[str, str]:
+    """The structured key; every part a non-empty string without control characters."""
+    key: dict[str, str] = {}
+    for name in KEY_FIELDS:
+        value = parts.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise BaselineError(f"baseline key part {name!r} must be a non-empty string, got {value!r}")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise BaselineError(f"baseline key part {name!r} contains a control character: {value!r}")
+        key[name] = value
+    unknown = sorted(set(parts) - set(KEY_FIELDS))
+    if unknown:
+        raise BaselineError(f"unknown baseline key parts: {', '.join(unknown)}")
+    return key
+
+
+def key_digest(key: dict[str, str]) -> str:
+    canonical = json.dumps({k: key[k] for k in KEY_FIELDS}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+
+def file_stem(key: dict[str, str]) -> str:
+    """``<host>__<model>__<profile>__<version>__<gpu>__<hash>``: readable, unique by the hash."""
+    label = "__".join(re.sub(r"[^A-Za-z0-9.-]+", "_", key[k])[:48].strip("_.") or "_" for k in KEY_FIELDS)
+    return f"{label}__{key_digest(key)}"
+
+
+@dataclass(frozen=True)
+class Paths:
+    directory: str
+    baseline: str
+    history: str
+    lock: str
+
+    @classmethod
+    def for_key(cls, directory: str, key: dict[str, str]) -> Paths:
+        stem = os.path.join(directory, file_stem(key))
+        return cls(directory, stem + ".json", stem + ".history.jsonl", stem + ".lock")
+
+
+# --------------------------------------------------------------------------- versions
+
+
+_VERSION_RE = re.compile(
+    r"^v?(?:(?P<epoch>\d+)!)?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre_l>alpha|beta|preview|pre|rc|a|b|c)[-_.]?(?P<pre_n>\d+)?)?"
+    r"(?:-(?P<post_n1>\d+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>\d+)?)?"
+    r"(?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
+    re.IGNORECASE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+
+def version_key(version: str) -> tuple | None:
+    """A sort key following PEP 440 ordering (0.5.9 < 0.5.12.post1 < 0.5.13rc1 < 0.5.13), or None."""
+    m = _VERSION_RE.match(version.strip())
+    if not m:
+        return None
+    release = [int(p) for p in m.group("release").split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    post_n = m.group("post_n1") or m.group("post_n2")
+    has_post = m.group("post_n1") is not None or m.group("post_l") is not None
+    has_dev = m.group("dev_l") is not None
+    if m.group("pre_l"):
+        pre: tuple[int, ...] = (0, _PRE_RANK[m.group("pre_l").lower()], int(m.group("pre_n") or 0))
+    elif has_dev and not has_post:
+        pre = (-1,)  # 1.0.dev0 sorts before 1.0a0
+    else:
+        pre = (1,)
+    post = (int(post_n or 0),) if has_post else (-1,)
+    dev = (0, int(m.group("dev_n") or 0)) if has_dev else (1,)
+    local: tuple[tuple[int, object], ...] = tuple(
+        (1, int(s)) if s.isdigit() else (0, s.lower()) for s in re.split(r"[-_.]", m.group("local") or "") if s
+    )
+    return (int(m.group("epoch") or 0), tuple(release), pre, post, dev, local)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: str
+    key: dict[str, str]
+    trials: list[float]
+    shape: dict[str, object]
+    digest: str
+    doc: dict[str, object] = field(repr=False)
+
+
+def parse_baseline(path: str, data: bytes) -> Baseline:
+    """Validate one baseline file's bytes; :class:`BaselineError` naming the file otherwise."""
+    if not data.strip():
+        raise BaselineError(f"baseline file {path} is empty. {REBASELINE_HINT}")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BaselineError(f"baseline file {path} is not valid JSON ({exc}). {REBASELINE_HINT}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise BaselineError(
+            f'{path} is not a throughput_gate baseline (no "format": "{FORMAT}"): a foreign or older file '
+            f"in the baseline directory. Move it out of the directory. {REBASELINE_HINT}"
+        )
+    key = doc.get("key")
+    if not isinstance(key, dict) or sorted(key) != sorted(KEY_FIELDS):
+        raise BaselineError(f'baseline file {path} has no valid "key" ({", ".join(KEY_FIELDS)}). {REBASELINE_HINT}')
+    try:
+        key = make_key(**key)
+    except BaselineError as exc:
+        raise BaselineError(f"baseline file {path}: {exc}. {REBASELINE_HINT}") from None
+    trials = doc.get("trials")
+    if not isinstance(trials, list) or not all(_is_number(v) for v in trials):
+        raise BaselineError(
+            f'baseline file {path}: "trials" must be a list of positive tokens/s numbers. {REBASELINE_HINT}'
+        )
+    if len(trials) < MIN_TRIALS:
+        raise BaselineError(
+            f"baseline file {path} has {len(trials)} trials; a baseline needs at least {MIN_TRIALS} "
+            f"(with fewer, no regression can ever be significant). {REBASELINE_HINT}"
+        )
+    shape = doc.get("shape") if isinstance(doc.get("shape"), dict) else {}
+    return Baseline(path, key, [float(v) for v in trials], shape, hashlib.sha256(data).hexdigest(), doc)
+
+
+def read_file(path: str) -> bytes | None:
+    """A file's bytes, None when it does not exist; :class:`BaselineError` for anything else."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BASELINE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BASELINE_BYTES:
+        raise BaselineError(f"baseline file {path} is larger than {MAX_BASELINE_BYTES} bytes: not a baseline")
+    return data
+
+
+def baseline_files(directory: str) -> list[str]:
+    """Every ``*.json`` in the directory (dot files, histories and lock files are not baselines)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise BaselineError(f"cannot list baseline directory {directory}: {exc.strerror or exc}") from None
+    return sorted(os.path.join(directory, n) for n in names if n.endswith(".json") and not n.startswith("."))
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The baseline a run is compared with (``baseline`` None: none) and why."""
+
+    baseline: Baseline | None
+    exact_digest: str | None  # sha256 of this key's own file when the run started (None: absent)
+    fallback: bool
+    note: str
+    problems: list[str] = field(default_factory=list)  # tolerated only when accepting a new baseline
+
+    @property
+    def trials(self) -> list[float]:
+        return self.baseline.trials if self.baseline else []
+
+
+def choose(
+    key: dict[str, str],
+    exact: tuple[str, bytes | None],
+    others: list[tuple[str, bytes]],
+    *,
+    fallback: bool,
+    tolerate: bool = False,
+) -> Choice:
+    """Choose the baseline for ``key`` (pure).
+
+    ``exact`` is this key's own file (path, bytes or None when absent); ``others`` every other
+    baseline file of the directory. With ``tolerate`` (accepting a new baseline) problems are
+    returned instead of raised, and the run is compared with what remains usable.
+    """
+    problems: list[str] = []
+
+    def fail(exc: BaselineError) -> None:
+        if not tolerate:
+            raise exc
+        problems.append(str(exc))
+
+    path, data = exact
+    if data is not None:
+        digest = hashlib.sha256(data).hexdigest()
+        try:
+            own = parse_baseline(path, data)
+            if own.key != key:
+                raise BaselineError(
+                    f"baseline file {path} belongs to another key ({json.dumps(own.key, sort_keys=True)}), not "
+                    f"{json.dumps(key, sort_keys=True)}: a foreign file under this key's name. Move it away. "
+                    f"{REBASELINE_HINT}"
+                )
+        except BaselineError as exc:
+            fail(exc)
+            return Choice(None, digest, False, "this key's baseline is unusable", problems)
+        return Choice(own, digest, False, f"this key's baseline {os.path.basename(path)}")
+    if not fallback:
+        return Choice(None, None, False, "no baseline for this key (fallback off)")
+    current = version_key(key["sglang_version"])
+    if current is None:
+        return Choice(
+            None, None, False, f"no baseline for this key; SGLang version {key['sglang_version']!r} has no order"
+        )
+    best: tuple[tuple, Baseline] | None = None
+    for other_path, other_data in others:
+        try:
+            cand = parse_baseline(other_path, other_data)
+        except BaselineError as exc:
+            fail(exc)
+            continue
+        if any(cand.key[k] != key[k] for k in KEY_FIELDS if k != "sglang_version"):
+            continue
+        ver = version_key(cand.key["sglang_version"])
+        if ver is None or ver >= current:
+            continue
+        if best is None or ver > best[0]:
+            best = (ver, cand)
+    if best is None:
+        return Choice(None, None, False, "no baseline for this key or an earlier SGLang version", problems)
+    chosen = best[1]
+    return Choice(
+        chosen,
+        None,
+        True,
+        f"fallback: baseline of SGLang {chosen.key['sglang_version']} ({os.path.basename(chosen.path)})",
+        problems,
+    )
+
+
+def shape_of(args: dict[str, object]) -> dict[str, object]:
+    """The request-shape options the task sets (numbers as int, so ``"8"`` and ``8`` agree)."""
+    shape: dict[str, object] = {}
+    for k in SHAPE_FIELDS:
+        if k in args and args[k] is not None:
+            v = args[k]
+            if k != "api":
+                with contextlib.suppress(TypeError, ValueError):
+                    v = int(v)  # type: ignore[call-overload]
+            shape[k] = v if k != "api" else str(v)
+    return shape
+
+
+def shape_mismatch(stored: dict[str, object], current: dict[str, object]) -> list[str]:
+    """Shape fields both sides name and that differ, as ``name: stored -> current``."""
+    return [
+        f"{k}: {stored[k]!r} -> {current[k]!r}"
+        for k in SHAPE_FIELDS
+        if k in stored and k in current and stored[k] != current[k]
+    ]
+
+
+# --------------------------------------------------------------------------- deciding what to write
+
+
+def write_decision(
+    result: dict[str, object],
+    *,
+    exact_exists: bool,
+    update: bool,
+    accept: bool,
+) -> tuple[bool, str]:
+    """Whether this run's trials become the baseline, and why (pure)."""
+    values = result.get("valid_trial_values") or []
+    if not isinstance(values, list) or not all(_is_number(v) for v in values):
+        return False, "the run returned no valid trial values"
+    if len(values) < MIN_TRIALS:
+        return False, f"the run has {len(values)} valid trials; a baseline needs at least {MIN_TRIALS}"
+    verdict, reason = result.get("verdict"), result.get("reason")
+    if accept:
+        if reason in ("invalid_trials", "not_ready", "error", "below_floor", "check_mode"):
+            return False, f"not accepted: the run did not measure a usable result ({reason})"
+        return True, "accepted on purpose (accept_baseline)"
+    if result.get("failed") or verdict != "pass":
+        return False, f"the gate did not pass ({verdict}/{reason})"
+    if not exact_exists:
+        return True, "first baseline for this key"
+    if update:
+        return True, "update_baseline from a passing run"
+    return False, "a baseline exists (update_baseline is off)"
+
+
+def baseline_document(
+    key: dict[str, str], values: list[float], shape: dict[str, object], when: str, accepted: dict[str, str] | None
+) -> dict[str, object]:
+    if len(values) < MIN_TRIALS or not all(_is_number(v) for v in values):
+        raise BaselineError(f"refusing to write a baseline of {len(values)} trials (needs >= {MIN_TRIALS})")
+    doc: dict[str, object] = {
+        "format": FORMAT,
+        "key": {k: key[k] for k in KEY_FIELDS},
+        "updated": when,
+        "shape": shape,
+        "median_output_tokens_per_s": round(median(values), 3),
+        "trials": list(values),
+    }
+    if accepted:
+        doc["accepted"] = accepted
+    return doc
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_writable(directory: str, *, create: bool) -> str | None:
+    """None when baselines can be written in ``directory``, else why not.
+
+    Writes and removes a probe file (``os.access`` is always true for root). With ``create``
+    false (check mode) a missing directory is reported instead of created.
+    """
+    if not os.path.isdir(directory):
+        if os.path.exists(directory):
+            return f"baseline directory {directory} exists but is not a directory"
+        if not create:
+            return None  # check mode: would be created
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            return f"cannot create baseline directory {directory}: {exc.strerror or exc}"
+    if not create:
+        return None if os.access(directory, os.W_OK | os.X_OK) else f"baseline directory {directory} is not writable"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gpufleet-probe-", dir=directory)
+    except OSError as exc:
+        return f"baseline directory {directory} is not writable: {exc.strerror or exc}"
+    try:
+        os.write(fd, b"probe")
+        os.fsync(fd)
+    except OSError as exc:
+        return f"baseline directory {directory} is not writable: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+    return None
+
+
+@contextlib.contextmanager
+def locked(path: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created 0644), waiting at most ``timeout`` seconds."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise BaselineError(f"cannot open lock file {path}: {exc.strerror or exc}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise BaselineError(f"cannot lock {path}: {exc.strerror or exc}") from None
+                if time.monotonic() >= deadline:
+                    raise BaselineError(
+                        f"another run has held the baseline lock {path} for more than {timeout:g}s; "
+                        "wait for it to finish (the lock is released when its process ends)"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file in the same directory, fsync, rename, fsync the directory."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def append_line(path: str, line: str) -> None:
+    """Append one line with a single write (after a newline if a crash left the last line open)."""
+    if "\n" in line or "\r" in line:
+        raise BaselineError("a history line must not contain a line break")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        prefix = ""
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                prefix = "" if f.read(1) == b"\n" else "\n"
+        os.write(fd, (prefix + line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Commit:
+    written: bool
+    note: str
+    record: dict[str, object]
+
+
+def commit(
+    paths: Paths,
+    record: dict[str, object],
+    new_baseline: dict[str, object] | None,
+    *,
+    expected_digest: str | None,
+    accept: bool,
+    timeout: float = LOCK_TIMEOUT_S,
+) -> Commit:
+    """Under the key's lock: write ``new_baseline`` if the file is still the one the run saw
+    (``expected_digest``; None = absent) or the run accepts on purpose, then append ``record``
+    (with the outcome) to the history. Nothing is written when the lock cannot be taken."""
+    with locked(paths.lock, timeout):
+        written, note = False, "not written"
+        if new_baseline is not None:
+            data = read_file(paths.baseline)
+            now = None if data is None else hashlib.sha256(data).hexdigest()
+            if now != expected_digest and not accept:
+                note = "not written: another run changed this key's baseline during the measurement"
+            else:
+                atomic_write(paths.baseline, json.dumps(new_baseline, indent=2, sort_keys=True) + "\n")
+                written, note = True, "written"
+        record = dict(record, baseline_written=written, baseline_write_note=note)
+        append_line(paths.history, json.dumps(record, sort_keys=True, separators=(",", ":")))
+        return Commit(written, note, record)
+
+
+def run_record(
+    key: dict[str, str],
+    result: dict[str, object],
+    info: dict[str, object],
+    shape: dict[str, object],
+    *,
+    when: str,
+    accepted: dict[str, str] | None,
+) -> dict[str, object]:
+    """One run as the history stores it and the role publishes it (``throughput_gate_result``)."""
+    ready = result.get("ready") if isinstance(result.get("ready"), dict) else {}
+    record: dict[str, object] = {
+        "host": key["host"],
+        "key": {k: key[k] for k in KEY_FIELDS},
+        "time": when,
+        "failed": bool(result.get("failed")),
+        "verdict": result.get("verdict", "unknown"),
+        "reason": result.get("reason", ""),
+        "msg": result.get("msg", ""),
+        "median_output_tokens_per_s": result.get("median_output_tokens_per_s"),
+        "baseline_median": result.get("baseline_median"),
+        "baseline_trials": result.get("baseline_trials"),
+        "baseline_file": info.get("file"),
+        "baseline_source": info.get("source"),
+        "baseline_source_sglang_version": info.get("source_sglang_version"),
+        "baseline_fallback": bool(info.get("fallback")),
+        "baseline_problems": info.get("problems") or [],  # tolerated when accepting a new baseline
+        "delta_pct": result.get("delta_pct"),
+        "p_value": result.get("p_value"),
+        "trials": result.get("valid_trial_values") or [],
+        "invalid_trials": result.get("invalid_trials", 0),
+        "extra_round": bool(result.get("extra_round")),
+        "server_version": ready.get("version"),  # type: ignore[union-attr]
+        "telemetry": result.get("telemetry") or {},
+        "summary_line": summary_line(key["host"], result),
+        "shape": shape,
+    }
+    if accepted:
+        record["accepted"] = accepted
+    return record
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def secrets_of(url: object, api_key: object) -> list[str]:
+    """The strings never to show: the API key and the URL's user info (password, user:password)."""
+    found: list[str] = []
+    if isinstance(api_key, str) and api_key:
+        found.append(api_key)
+    if isinstance(url, str):
+        try:
+            parts = urlsplit(url)
+            password, netloc = parts.password, parts.netloc
+        except ValueError:
+            password, netloc = None, ""
+        if "@" in netloc:
+            userinfo = netloc.rsplit("@", 1)[0]
+            found.append(userinfo)
+            if ":" in userinfo:
+                found.append(userinfo.split(":", 1)[1])
+        if password:
+            found += [password, unquote(password)]
+    return list(dict.fromkeys(found))
+
+
+def _forms(secret: str) -> set[str]:
+    forms = {
+        secret,
+        repr(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+        quote(secret, safe=""),
+        quote(secret),
+        unquote(secret),
+    }
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}  # escaped once more (a message quoting a message)
+    return {f for f in forms if f}
+
+
+# fields whose values come from a fixed vocabulary: never secrets, and masking a short key inside
+# them ("pass") would change what the play decides
+ENUM_FIELDS = frozenset({"verdict", "reason"})
+
+
+def _is_enum(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[a-z_]{1,40}", value) is not None
+
+
+def mask(value: object, secrets: list[str]) -> object:
+    """``value`` with every secret (and its escaped, quoted and JSON forms) replaced by :data:`MASK`
+    in every string value; dict keys and :data:`ENUM_FIELDS` values are structure, left as they are."""
+    forms = sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True)
+    if not forms:
+        return value
+
+    def walk(v: object) -> object:
+        if isinstance(v, str):
+            for f in forms:
+                if f in v:
+                    v = v.replace(f, MASK)
+            return v
+        if isinstance(v, dict):
+            return {k: x if k in ENUM_FIELDS and _is_enum(x) else walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summary_line(host: str, result: dict[str, object]) -> str:
+    """The host's line of the role's summary table."""
+    row = result.get("summary_row")
+    if isinstance(row, str) and row:
+        return f"{host:<24} {row}"
+    msg = str(result.get("msg", "")).replace("\n", " ")
+    return f"{host:<24} {'FAIL':<8} {msg[:80] + ('...' if len(msg) > 80 else '')}"
