@@ -30,6 +30,7 @@ set -eu
 make_ct() {  # vmid: an LXC container named by its vmid, as pve-container names them
   mkdir -p /var/lib/lxc/$1/rootfs
   [ -f /var/lib/lxc/$1/rootfs/etc/os-release ] || tar -xpf /srv/lxc/debian12-rootfs.tar -C /var/lib/lxc/$1/rootfs
+  echo ct$1 > /var/lib/lxc/$1/rootfs/etc/hostname  # pve-container writes the guest's /etc/hostname too
   printf '%s\n' 'lxc.include = /usr/share/lxc/config/common.conf' 'lxc.arch = linux64' \
     "lxc.uts.name = ct$1" "lxc.rootfs.path = dir:/var/lib/lxc/$1/rootfs" 'lxc.net.0.type = empty' \
     > /var/lib/lxc/$1/config
@@ -167,9 +168,10 @@ def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Pa
 
 
 def test_a_stopped_container_fails_with_pcts_message(lab: Lab) -> None:
-    done = lab.ansible("ct202", "-m", "ansible.builtin.ping")
+    # raw shows what the connection returned (other modules fail earlier, making their temp dir)
+    done = lab.ansible("ct202", "-m", "ansible.builtin.raw", "-a", "true")
     assert done.returncode != 0
-    assert "container '202' not running!" in done.stdout + done.stderr
+    assert "container '202' not running!" in done.stdout + done.stderr, done.stdout
 
 
 @pytest.mark.parametrize("mismatch", [False, True], ids=["unknown-host-key", "changed-host-key"])
