@@ -1,31 +1,26 @@
 #!/usr/bin/env bash
-# The simulated lab of inventories/local on this machine, as Podman systemd containers:
-#   lab-pve1     privileged (host cgroup namespace) so it can run real LXC guests; the NVIDIA
-#                kernel module, apt repository and nvidia-smi are stand-ins (tests/standins/)
-#   lab-sglang1  the SGLang node; sees lab-pve1's simulated /proc/driver/nvidia read-only, as an
-#                LXC guest sees its host's
-# usage: lab.sh up | converge | down | status
+# The simulated lab of inventories/local on this machine:
+#   lab-pve1     a privileged Podman systemd container (host cgroup namespace) standing in for a
+#                Proxmox VE host: sshd published on 127.0.0.1:2222, real LXC, the pct
+#                stand-in (tests/standins/pct/pct) as /usr/sbin/pct; the NVIDIA kernel module,
+#                apt repository and nvidia-smi are stand-ins (tests/standins/)
+#   CT 101       the LXC guest that proxmox_lxc_gpu creates on lab-pve1 (inventory host
+#                lab-sglang1), reached with community.proxmox.proxmox_pct_remote: SSH (paramiko)
+#                to lab-pve1, then `pct exec 101 -- ...`, exactly as inventories/lab reaches its
+#                containers
+# lab-pve1 comes from pve-standin.sh: the controller's SSH key in .cache/lab/ssh/, lab-pve1's host
+# keys read from the container itself into ~/.ssh/known_hosts (where both OpenSSH and paramiko
+# look), replacing any old entry for [127.0.0.1]:2222, so host key checking stays on.
+# usage: lab.sh up | converge [ansible-playbook args] | down | status
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${GPUFLEET_CACHE:-$HOME/.cache/gpufleet}
 state="$repo/.cache/lab"
-image=localhost/gpufleet-test:debian12
 lab_sglang_version=0.5.12.post1
+lab_ssh_port=2222
+known_hosts=$HOME/.ssh/known_hosts
 log() { printf '[lab] %s\n' "$*"; }
-
-running() { [[ "$(podman inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" == "true" ]]; }
-
-wait_systemd() {
-  local name=$1 _
-  for _ in $(seq 1 60); do
-    case "$(podman exec "$name" systemctl is-system-running 2>/dev/null || true)" in
-      running|degraded) return 0 ;;
-    esac
-    sleep 1
-  done
-  log "$name: systemd did not finish booting in 60 s"; return 1
-}
 
 up() {
   mkdir -p "$state/proc" "$cache/wheels"
@@ -38,40 +33,28 @@ up() {
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "sglang==$lab_sglang_version"
   fi
 
-  if ! running lab-pve1; then
-    podman rm -f lab-pve1 >/dev/null 2>&1 || true
+  # a new lab-pve1 starts without the stand-in kernel module: no /proc state from an old one
+  if [[ "$(podman inspect -f '{{.State.Running}}' lab-pve1 2>/dev/null)" != true ]]; then
     rm -rf "${state:?}/proc" && mkdir -p "$state/proc"
-    log "starting lab-pve1"
-    podman run -d --name lab-pve1 --hostname lab-pve1 --systemd=always \
-      --privileged --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
-      -v "$repo/.cache/standin-apt:/srv/gpufleet-standin-apt:ro" \
-      -v "$state/proc:/var/lib/gpufleet-standin/proc" \
-      -v "$repo/.cache/lxc/debian12-rootfs.tar:/srv/lxc/debian12-rootfs.tar:ro" \
-      "$image" /sbin/init >/dev/null
-    wait_systemd lab-pve1
-    # /proc/devices always exists; the stand-in kernel module adds its majors on install
-    podman exec lab-pve1 cp /proc/devices /var/lib/gpufleet-standin/proc/devices
   fi
-  if ! running lab-sglang1; then
-    podman rm -f lab-sglang1 >/dev/null 2>&1 || true
-    log "starting lab-sglang1"
-    podman run -d --name lab-sglang1 --hostname lab-sglang1 --systemd=always \
-      -v "$repo/.cache/standin-apt:/srv/gpufleet-standin-apt:ro" \
-      -v "$state/proc:/var/lib/gpufleet-standin/proc:ro" \
-      -v "$cache/wheels:/srv/wheels:ro" \
-      -v "$repo/tests/standins:/srv/gpufleet-standins:ro" \
-      "$image" /sbin/init >/dev/null
-    wait_systemd lab-sglang1
-  fi
-  log "lab is up: lab-pve1, lab-sglang1"
+  bash "$repo/tests/harness/pve-standin.sh" up lab-pve1 "$lab_ssh_port" "$state/ssh" "$known_hosts" \
+    -v "$repo/.cache/standin-apt:/srv/gpufleet-standin-apt:ro" \
+    -v "$state/proc:/var/lib/gpufleet-standin/proc" \
+    -v "$repo/.cache/lxc/debian12-rootfs.tar:/srv/lxc/debian12-rootfs.tar:ro" \
+    -v "$cache/wheels:/srv/wheels:ro"
+  # /proc/devices always exists; the stand-in kernel module adds its majors on install
+  [[ -s "$state/proc/devices" ]] || podman exec lab-pve1 cp /proc/devices /var/lib/gpufleet-standin/proc/devices
+  # the lab before the pct connection ran its SGLang node as a second Podman container
+  podman rm -f lab-sglang1 >/dev/null 2>&1 || true
+  log "lab is up: lab-pve1 (ssh root@127.0.0.1:$lab_ssh_port)"
 }
 
 converge() {
   cd "$repo"
   mkdir -p "$state"
   local start=$SECONDS rc=0
-  log "ansible-playbook site.yml -i inventories/local $*"
-  ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local "$@" 2>&1 | tee "$state/last-run.log" || rc=$?
+  log "ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml $*"
+  ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml "$@" 2>&1 | tee "$state/last-run.log" || rc=$?
   local took=$((SECONDS - start))
   echo
   echo "================================ lab summary ================================"
@@ -82,7 +65,8 @@ converge() {
 }
 
 down() {
-  podman rm -f lab-sglang1 lab-pve1 >/dev/null 2>&1 || true
+  podman rm -f lab-sglang1 >/dev/null 2>&1 || true
+  bash "$repo/tests/harness/pve-standin.sh" down lab-pve1 "$lab_ssh_port" "$known_hosts"
   log "lab removed"
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Prepares this machine to run the test hosts: Podman (runc runtime, ulimits within the
-# machine's limits), debootstrap, LXC, GNU patch and dpkg-dev. Idempotent; safe to re-run.
+# machine's limits), debootstrap, LXC, GNU patch, dpkg-dev and the OpenSSH client (the lab's
+# Proxmox stand-in is reached over SSH). Idempotent; safe to re-run.
 set -euo pipefail
 
 need=()
 for pair in podman:podman runc:runc debootstrap:debootstrap lxc-create:lxc patch:patch \
-            dpkg-scanpackages:dpkg-dev; do
+            dpkg-scanpackages:dpkg-dev ssh:openssh-client ssh-keygen:openssh-client; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 if ((${#need[@]})); then
