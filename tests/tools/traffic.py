@@ -98,7 +98,9 @@ def check_json(body: bytes) -> str:
     return ""
 
 
-def one_request(target: urllib.parse.SplitResult, headers: dict[str, str], payload: bytes, stream: bool, timeout_s: float):
+def one_request(
+    target: urllib.parse.SplitResult, headers: dict[str, str], payload: bytes, stream: bool, timeout_s: float
+):
     """Send one request; return (ok, reason, detail)."""
     conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=timeout_s)
     try:

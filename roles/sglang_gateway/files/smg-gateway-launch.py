@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
+from smg.launch_router import launch_router, parse_router_args
+
 KEY_ENV = "SGLANG_GATEWAY_API_KEY"
 
 
@@ -25,8 +27,6 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"smg-gateway-launch: pass the API key in {KEY_ENV}, not as --api-key\n")
         return 2
     key = os.environ.pop(KEY_ENV, "")
-    from smg.launch_router import launch_router, parse_router_args
-
     router_args = parse_router_args(argv)
     if key:
         router_args.api_key = key
