@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Start the SMG gateway (``smg launch``) with its API key taken from the environment.
@@ -9,7 +8,7 @@ the key from ``SGLANG_GATEWAY_API_KEY`` (set by systemd from a root-only 0600 fi
 from the environment, parses the other flags with smg's own parser (``smg.launch_router``) and
 hands the key to the router in-process, so it never appears in an argv.
 
-Usage: smg-gateway-launch.py [smg launch flags...]   (no --api-key: it is refused)
+Usage: <smg venv>/bin/python smg-gateway-launch.py [smg launch flags...]   (no --api-key: it is refused)
 """
 
 from __future__ import annotations
