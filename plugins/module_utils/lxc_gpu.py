@@ -40,6 +40,9 @@ _GPU_NODE_RE = re.compile(r"^/dev/nvidia(\d+)$")
 _PVE_LINE_RE = re.compile(r"^(?P<key>[A-Za-z0-9_.\-]+):\s?(?P<value>.*)$")
 _LXC_LINE_RE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_.\-]+)\s*=\s?(?P<value>.*?)\s*$")
 _PVE_DEV_KEY_RE = re.compile(r"^dev(\d+)$")
+_PVE_MP_KEY_RE = re.compile(r"^mp(\d+)$")
+_MOUNT_PATH_RE = re.compile(r"^/[A-Za-z0-9._@+/-]*$")
+PVE_MAX_MP_INDEX = 255
 _ALLOW_RE = re.compile(r"^\s*c\s+(\d+):")
 _SETTING_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 # Keys that may appear several times in a config: a single-valued setting would collapse them
@@ -225,6 +228,47 @@ def render_raw(nodes: Sequence[DeviceNode], cgroup_key: str = CGROUP_KEYS[2]) ->
     return allows + mounts
 
 
+@dataclass(frozen=True)
+class BindMount:
+    """A host directory bind-mounted into the container (read-only unless said otherwise)."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+def parse_bind_mounts(mounts: Iterable[Mapping[str, object]]) -> list[BindMount]:
+    """Checked bind mounts: absolute, plain paths (no spaces, commas or ``..``), distinct targets."""
+    out: list[BindMount] = []
+    for item in mounts:
+        source, target = str(item.get("source", "")), str(item.get("target", ""))
+        for what, path in (("source", source), ("target", target)):
+            if not _MOUNT_PATH_RE.match(path) or "/../" in path + "/" or path == "/":
+                raise LxcGpuError(
+                    f"bind mount {what} {path!r} must be an absolute path of letters, digits and ._@+-/ "
+                    "(no spaces, commas or '..', not /)"
+                )
+        if target in {m.target for m in out}:
+            raise LxcGpuError(f"bind mount target {target} given twice")
+        out.append(BindMount(source.rstrip("/"), target.rstrip("/"), bool(item.get("read_only", True))))
+    return out
+
+
+def render_bind_mounts(mounts: Sequence[BindMount], style: str, indexes: Sequence[int] = ()) -> list[Entry]:
+    """PVE ``mpN: <src>,mp=<dst>[,ro=1]`` entries, or LXC ``lxc.mount.entry`` bind lines."""
+    if style == "proxmox":
+        if len(indexes) < len(mounts):
+            raise LxcGpuError(f"{len(mounts)} mount points needed but only {len(indexes)} free mpN slots")
+        return [
+            (f"mp{i}", f"{m.source},mp={m.target}" + (",ro=1" if m.read_only else ""))
+            for m, i in zip(mounts, indexes, strict=False)
+        ]
+    return [
+        ("lxc.mount.entry", f"{m.source} {m.target.lstrip('/')} none bind,{'ro,' if m.read_only else ''}create=dir 0 0")
+        for m in mounts
+    ]
+
+
 def render_shm(size: str) -> Entry:
     """A ``/dev/shm`` tmpfs of ``size`` (NCCL and SGLang's tensor-parallel workers use it)."""
     if not re.fullmatch(r"\d+[kKmMgG]?|\d{1,3}%", size):
@@ -299,11 +343,21 @@ def validate_settings(settings: Mapping[object, object]) -> list[Entry]:
 # --------------------------------------------------------------------------- config merge
 
 
-def owned_predicate(owned_majors: Iterable[int]) -> Callable[[str, str], bool]:
-    """Which multi-valued entries this code owns: NVIDIA devN/cgroup/mount lines and the shm mount."""
+def _owned_source(source: str, sources: frozenset[str], root: str) -> bool:
+    return source in sources or (bool(root) and (source == root or source.startswith(root.rstrip("/") + "/")))
+
+
+def owned_predicate(
+    owned_majors: Iterable[int], mount_sources: Iterable[str] = (), mount_root: str = ""
+) -> Callable[[str, str], bool]:
+    """Which multi-valued entries this code owns: NVIDIA devN/cgroup/mount lines, the shm mount, and
+    bind mounts (``mpN`` / ``lxc.mount.entry``) of the given sources or of sources under ``mount_root``."""
     majors = set(owned_majors)
+    sources = frozenset(mount_sources)
 
     def owned(key: str, value: str) -> bool:
+        if _PVE_MP_KEY_RE.match(key):
+            return _owned_source(value.split(",", 1)[0], sources, mount_root)
         if _PVE_DEV_KEY_RE.match(key):
             path = value.split(",", 1)[0].removeprefix("path=")
             return path.startswith("/dev/nvidia")
@@ -313,7 +367,9 @@ def owned_predicate(owned_majors: Iterable[int]) -> Callable[[str, str], bool]:
         if key == "lxc.mount.entry":
             fields = value.split()
             return bool(fields) and (
-                fields[0].startswith("/dev/nvidia") or (len(fields) > 1 and fields[1].strip("/") == "dev/shm")
+                fields[0].startswith("/dev/nvidia")
+                or (len(fields) > 1 and fields[1].strip("/") == "dev/shm")
+                or _owned_source(fields[0], sources, mount_root)
             )
         return False
 
@@ -362,13 +418,15 @@ def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-def used_dev_indexes(text: str, owned: Callable[[str, str], bool]) -> set[int]:
-    """``devN`` indexes taken by entries this code does not own (e.g. ``/dev/dri``)."""
+def used_dev_indexes(
+    text: str, owned: Callable[[str, str], bool], key_re: re.Pattern[str] = _PVE_DEV_KEY_RE
+) -> set[int]:
+    """``devN`` (or, with ``key_re``, ``mpN``) indexes taken by entries this code does not own."""
     main, _sections = _split_main(split_lines(text)[0], "proxmox")
     used = set()
     for line in main:
         entry = _parse_line(line, "proxmox")
-        if entry and (m := _PVE_DEV_KEY_RE.match(entry[0])) and not owned(*entry):
+        if entry and (m := key_re.match(entry[0])) and not owned(*entry):
             used.add(int(m.group(1)))
     return used
 
@@ -514,6 +572,8 @@ def plan_config(
     dev_mode: str = "0666",
     dev_gid: int | None = None,
     owned_majors: Iterable[int] = (),
+    bind_mounts: Sequence[BindMount] = (),
+    bind_mounts_root: str = "",
 ) -> tuple[str, list[Entry]]:
     """The new config text and the device entries it holds, for ``nodes`` passed into one container."""
     if style not in STYLES:
@@ -521,7 +581,7 @@ def plan_config(
     if passthrough not in PASSTHROUGH:
         raise LxcGpuError(f"unknown passthrough {passthrough!r} (expected one of {', '.join(PASSTHROUGH)})")
     majors = set(owned_majors) | {n.major for n in nodes}
-    owned = owned_predicate(majors)
+    owned = owned_predicate(majors, [m.source for m in bind_mounts], bind_mounts_root)
     if style == "proxmox" and passthrough == "native":
         free = free_dev_indexes(used_dev_indexes(text, owned), len(nodes))
         block = render_native(nodes, free, mode=dev_mode, gid=dev_gid)
@@ -529,4 +589,11 @@ def plan_config(
         block = render_raw(nodes, cgroup_key)
     if shm_size:
         block.append(render_shm(shm_size))
+    if bind_mounts:
+        free_mp = (
+            [i for i in range(PVE_MAX_MP_INDEX + 1) if i not in used_dev_indexes(text, owned, _PVE_MP_KEY_RE)]
+            if style == "proxmox"
+            else []
+        )
+        block += render_bind_mounts(bind_mounts, style, free_mp)
     return merge_config(text, style, block, validate_settings(settings or {}), owned), block

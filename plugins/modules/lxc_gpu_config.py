@@ -106,6 +106,33 @@ options:
   dev_gid:
     description: Group id of native C(devN) entries in the container (unset, PVE's default).
     type: int
+  bind_mounts:
+    description:
+      - Host directories bind-mounted into the container, read-only unless O(bind_mounts[].read_only=false),
+        for example the host's model store. Proxmox - C(mpN) entries in free slots; plain LXC - C(lxc.mount.entry) lines.
+      - Paths are absolute, of letters, digits and C(._@+-/) only.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      source:
+        description: The directory on the host.
+        type: path
+        required: true
+      target:
+        description: Where the container sees it.
+        type: path
+        required: true
+      read_only:
+        description: Mount it read-only (a write in the container fails with EROFS).
+        type: bool
+        default: true
+  bind_mounts_root:
+    description:
+      - Bind mounts whose source is under this host directory are managed by the module, so one no longer
+        in O(bind_mounts) is removed. Empty - only the sources listed are managed.
+    type: path
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -184,6 +211,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     cgroup_devices_key,
     cgroup_layout,
     gpu_indexes_from_nodes,
+    parse_bind_mounts,
     parse_device_nodes,
     plan_config,
     resolve_gpu_selection,
@@ -227,6 +255,17 @@ def run_module() -> None:
             "shm_size": {"type": "str", "default": ""},
             "dev_mode": {"type": "str", "default": "0666"},
             "dev_gid": {"type": "int"},
+            "bind_mounts": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "source": {"type": "path", "required": True},
+                    "target": {"type": "path", "required": True},
+                    "read_only": {"type": "bool", "default": True},
+                },
+            },
+            "bind_mounts_root": {"type": "path", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -278,6 +317,8 @@ def run_module() -> None:
             dev_mode=p["dev_mode"],
             dev_gid=p["dev_gid"],
             owned_majors={n.major for n in host_nodes.values()},
+            bind_mounts=parse_bind_mounts(p["bind_mounts"]),
+            bind_mounts_root=p["bind_mounts_root"] or "",
         )
     except (LxcGpuError, ValueError) as exc:
         module.fail_json(msg=f"{dest}{via}: {exc}", **result)

@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     limit_entries,
     merge_config,
     owned_predicate,
+    parse_bind_mounts,
     parse_device_nodes,
     plan_config,
     render_native,
@@ -384,3 +385,42 @@ def test_validate_settings_converts() -> None:
         ("cores", "8"),
         ("hostname", "a-1"),
     ]
+
+
+# --------------------------------------------------------------------------- bind mounts (model store)
+
+STORE = [{"source": "/srv/gpufleet/models", "target": "/srv/models"}]
+
+
+def test_bind_mount_proxmox_takes_a_free_mp_slot_read_only_and_is_idempotent():
+    text = "arch: amd64\nmp0: local-lvm:vm-101-disk-1,mp=/data,size=8G\nrootfs: local-lvm:vm-101-disk-0,size=8G\n"
+    mounts = parse_bind_mounts(STORE)
+    once, entries = plan_config(text, style="proxmox", nodes=[], bind_mounts=mounts)
+    assert ("mp1", "/srv/gpufleet/models,mp=/srv/models,ro=1") in entries
+    assert "mp0: local-lvm:vm-101-disk-1,mp=/data,size=8G\n" in once  # not ours: kept
+    twice, _ = plan_config(once, style="proxmox", nodes=[], bind_mounts=mounts)
+    assert twice == once
+
+
+def test_bind_mount_lxc_line_and_removal_under_the_root():
+    text = "lxc.uts.name = g\nlxc.mount.entry = /srv/other srv/other none bind,ro,create=dir 0 0\n"
+    with_store, _ = plan_config(text, style="lxc", nodes=[], bind_mounts=parse_bind_mounts(STORE))
+    assert "lxc.mount.entry = /srv/gpufleet/models srv/models none bind,ro,create=dir 0 0\n" in with_store
+    # the list no longer names it: a mount under the managed root is removed, others stay
+    without, _ = plan_config(with_store, style="lxc", nodes=[], bind_mounts_root="/srv/gpufleet/models")
+    assert without == text
+
+
+@pytest.mark.parametrize(
+    ("mount", "needle"),
+    [
+        ({"source": "/srv/a b", "target": "/x"}, "source '/srv/a b' must be an absolute path"),
+        ({"source": "/srv/a,ro=0", "target": "/x"}, "no spaces, commas"),
+        ({"source": "/srv/a", "target": "relative"}, "target 'relative' must be an absolute path"),
+        ({"source": "/srv/../etc", "target": "/x"}, "'..'"),
+        ({"source": "/srv/a", "target": "/x\nlxc.cgroup2.devices.allow = a"}, "must be an absolute path"),
+    ],
+)
+def test_bad_bind_mounts_are_named(mount, needle):
+    with pytest.raises(LxcGpuError, match=re.escape(needle)):
+        parse_bind_mounts([mount])
