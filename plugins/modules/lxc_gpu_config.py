@@ -109,7 +109,8 @@ options:
   bind_mounts:
     description:
       - Host directories bind-mounted into the container, read-only unless O(bind_mounts[].read_only=false),
-        for example the host's model store. Proxmox - C(mpN) entries in free slots; plain LXC - C(lxc.mount.entry) lines.
+        for example the host's model store.
+      - Proxmox - C(mpN) entries in free slots; plain LXC - C(lxc.mount.entry) lines.
       - Paths are absolute, of letters, digits and C(._@+-/) only.
     type: list
     elements: dict
