@@ -98,7 +98,7 @@ def verify_file(base: str, entry: dict[str, Any], full: bool = True) -> str:
         return f"size {size} != {entry['size']}"
     if not full:
         return ""
-    oid, sha256, _ = git_blob_oid_and_sha256(path)
+    oid, sha256, _size = git_blob_oid_and_sha256(path)
     if entry.get("sha256"):
         return "" if sha256 == entry["sha256"] else f"sha256 {sha256[:12]}... != {entry['sha256'][:12]}..."
     if entry.get("oid"):

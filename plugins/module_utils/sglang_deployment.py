@@ -377,7 +377,7 @@ def rollback(root: str, release_link: str, *, check: bool = False) -> Outcome:
         previous,
         "",
         _public(manifest),
-        files_changed=[e["path"] for e, _ in plan],
+        files_changed=[entry["path"] for entry, _content in plan],
         release_link_changed=link_change,
         diffs=diffs,
         msg=f"rolled back from deployment {current or 'none'} to {previous} (release {release_dir})",

@@ -350,7 +350,7 @@ def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, 
                 token=p["token"] or None,
             )
         if refetched:
-            again, _, _ = ms.verify_all(partial, [e for e in entries if e["path"] in failures], full=True)
+            again, _checked, _seconds = ms.verify_all(partial, [e for e in entries if e["path"] in failures], full=True)
             if again:
                 module.fail_json(
                     msg=f"model {p['name']}: files still fail verification after a second fetch: "
