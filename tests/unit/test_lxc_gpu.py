@@ -424,3 +424,9 @@ def test_bind_mount_lxc_line_and_removal_under_the_root():
 def test_bad_bind_mounts_are_named(mount, needle):
     with pytest.raises(LxcGpuError, match=re.escape(needle)):
         parse_bind_mounts([mount])
+
+
+def test_mount_point_keys_cannot_be_settings():
+    # a single-valued mpN setting would delete the mount points the module manages
+    with pytest.raises(LxcGpuError, match="settings key 'mp0' cannot be set"):
+        plan_config("", style="proxmox", nodes=[], settings={"mp0": "/srv/x,mp=/x"})
