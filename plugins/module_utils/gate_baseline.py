@@ -37,7 +37,9 @@ from urllib.parse import quote, unquote, urlsplit
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
-KEY_FIELDS = ("host", "model", "profile", "sglang_version", "gpu_model")
+KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
+# the model revision of a server that does not load a pinned snapshot from the model store
+UNPINNED = "unpinned"
 # the request shape a baseline was measured with; a run with another shape is not comparable
 SHAPE_FIELDS = ("api", "concurrency", "requests_per_trial", "input_len", "output_len")
 LOCK_TIMEOUT_S = 60.0
@@ -55,6 +57,7 @@ CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
         "options": {
             "host": {"type": "str"},
             "model": {"type": "str", "required": True},
+            "model_revision": {"type": "str", "default": UNPINNED},
             "profile": {"type": "str", "required": True},
             "sglang_version": {"type": "str", "required": True},
             "gpu_model": {"type": "str", "required": True},
@@ -81,7 +84,10 @@ class BaselineError(ValueError):
 
 
 def make_key(**parts: object) -> dict[str, str]:
-    """The structured key; every part a non-empty string without control characters."""
+    """The structured key; every part a non-empty string without control characters.
+
+    ``model_revision`` (the model store's commit the server loads) defaults to ``unpinned``."""
+    parts = {**parts, "model_revision": parts.get("model_revision") or UNPINNED}
     key: dict[str, str] = {}
     for name in KEY_FIELDS:
         value = parts.get(name)
@@ -303,21 +309,31 @@ def choose(
         except BaselineError as exc:
             fail(exc)
             continue
-        if any(cand.key[k] != key[k] for k in KEY_FIELDS if k != "sglang_version"):
+        if any(cand.key[k] != key[k] for k in KEY_FIELDS if k not in ("sglang_version", "model_revision")):
             continue
         ver = version_key(cand.key["sglang_version"])
-        if ver is None or ver >= current:
+        # an earlier SGLang version, or the same version serving another model revision (a new
+        # revision is gated against the baseline of the one it replaces, like a new release)
+        if ver is None or ver > current or (ver == current and cand.key["model_revision"] == key["model_revision"]):
             continue
-        if best is None or ver > best[0]:
-            best = (ver, cand)
+        rank = (ver, str(cand.doc.get("updated", "")))
+        if best is None or rank > best[0]:
+            best = (rank, cand)
     if best is None:
-        return Choice(None, None, False, "no baseline for this key or an earlier SGLang version", problems)
+        return Choice(
+            None, None, False, "no baseline for this key, an earlier SGLang version or model revision", problems
+        )
     chosen = best[1]
+    what = (
+        f"SGLang {chosen.key['sglang_version']}"
+        if chosen.key["sglang_version"] != key["sglang_version"]
+        else f"model revision {chosen.key['model_revision'][:12]}"
+    )
     return Choice(
         chosen,
         None,
         True,
-        f"fallback: baseline of SGLang {chosen.key['sglang_version']} ({os.path.basename(chosen.path)})",
+        f"fallback: baseline of {what} ({os.path.basename(chosen.path)})",
         problems,
     )
 

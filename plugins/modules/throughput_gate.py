@@ -175,6 +175,13 @@ options:
         description: Model part.
         type: str
         required: true
+      model_revision:
+        description:
+          - The model store's commit the server loads (V(unpinned) when it does not load a pinned snapshot).
+          - With no baseline for this revision, the newest baseline of another revision at the same SGLang
+            version is used, so a new model revision is gated like a new release.
+        type: str
+        default: unpinned
       profile:
         description: Server profile part (V(fast) never matches V(fast__tp8)).
         type: str

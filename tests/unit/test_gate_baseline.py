@@ -44,7 +44,7 @@ def test_key_is_structured_and_the_name_is_unique_per_key():
     a = gb.Paths.for_key("/d", with_(model="test/model"))
     b = gb.Paths.for_key("/d", with_(model="test_model"))
     assert a.baseline != b.baseline
-    assert a.baseline.startswith("/d/node1__test_model__fast__0.5.13__RTX_PRO_6000__")
+    assert a.baseline.startswith("/d/node1__test_model__unpinned__fast__0.5.13__RTX_PRO_6000__")
     assert a.history == a.baseline[: -len(".json")] + ".history.jsonl"
     assert a.lock == a.baseline[: -len(".json")] + ".lock"
 
@@ -111,6 +111,29 @@ def test_fallback_takes_the_highest_earlier_version_not_the_newest_file():
     # 0.5.12.post1 beats 0.5.9 (string order would pick 0.5.9)
     c2 = gb.choose(with_(sglang_version="0.5.13"), ("/d/own.json", None), others[:2], fallback=True)
     assert c2.trials == [2.0] * 5
+
+
+def test_a_new_model_revision_is_gated_against_the_revision_it_replaces():
+    old_rev, new_rev = "a" * 40, "b" * 40
+    key = with_(model_revision=new_rev)
+    others = files(
+        ("/d/old.json", doc(with_(model_revision=old_rev), [3.0] * 5)),
+        ("/d/older.json", doc(with_(model_revision="c" * 40, sglang_version="0.5.12.post1"), [2.0] * 5)),
+        ("/d/other-model.json", doc(with_(model="x/y", model_revision=old_rev), [9.0] * 5)),
+    )
+    c = gb.choose(key, ("/d/own.json", None), others, fallback=True)
+    assert c.fallback
+    assert c.trials == [3.0] * 5
+    assert "model revision aaaaaaaaaaaa" in c.note
+    # between two baselines of the same version, the newer one is the one replaced
+    newer = json.loads(doc(with_(model_revision="d" * 40), [4.0] * 5))
+    newer["updated"] = "2026-12-01T00:00:00+00:00"
+    c2 = gb.choose(key, ("/d/own.json", None), [*others, ("/d/newer.json", json.dumps(newer).encode())], fallback=True)
+    assert c2.trials == [4.0] * 5
+    # the same revision's own file is never a fallback for itself
+    assert gb.choose(with_(model_revision=old_rev), ("/d/own.json", None), others[:1], fallback=True).baseline is None
+    # a key without a revision is 'unpinned'
+    assert gb.make_key(**{k: v for k, v in KEY.items() if k != "model_revision"})["model_revision"] == "unpinned"
 
 
 def test_a_profile_that_is_a_prefix_of_another_never_matches():
