@@ -57,11 +57,12 @@ def test_options_file(host):
         "tp-size": "8",
         "quantization": "modelopt_fp4",
         "moe-runner-backend": "flashinfer_cutlass",
-        "attention-backend": "triton",
-        "max-running-requests": "2048",
-        "cuda-graph-backend-decode": "disabled",
-        "cuda-graph-backend-prefill": "disabled",
+        "attention-backend": "flashinfer",
+        "kv-cache-dtype": "bf16",
+        "max-running-requests": "64",
         "disable-shared-experts-fusion": True,
+        "reasoning-parser": "glm45",
+        "tool-call-parser": "glm47",
         "enable-metrics": True,
         "api-key": "molecule-secret-key",
     }
@@ -113,9 +114,10 @@ def test_server_info_reflects_flags(host):
     assert result.rc == 0, result.stderr
     info = json.loads(result.stdout)
     assert info["tp_size"] in (8, "8")
-    assert info["attention_backend"] == "triton"
+    assert info["attention_backend"] == "flashinfer"
     assert info["moe_runner_backend"] == "flashinfer_cutlass"
-    assert info["cuda_graph_backend_decode"] == "disabled"
+    assert info["kv_cache_dtype"] == "bf16"
+    assert info.get("cuda_graph_backend_decode") != "disabled"  # the GLM-5 run keeps CUDA graphs
     assert info["version"] == "0.5.23"
 
 
