@@ -19,6 +19,7 @@ cache=${GPUFLEET_CACHE:-$HOME/.cache/gpufleet}
 state="$repo/.cache/lab"
 lab_sglang_version=0.5.12.post1
 lab_ssh_port=2222
+lab_hf_hub_version=2.4.0
 known_hosts=$HOME/.ssh/known_hosts
 log() { printf '[lab] %s\n' "$*"; }
 
@@ -33,6 +34,12 @@ up() {
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "sglang==$lab_sglang_version"
   fi
 
+  # huggingface_hub for the model_store role's venv, as an air-gapped fleet gets it: a wheelhouse
+  if ! ls "$cache/wheels/hf/huggingface_hub-$lab_hf_hub_version-"*.whl >/dev/null 2>&1; then
+    log "downloading huggingface_hub==$lab_hf_hub_version and its dependencies (wheels)"
+    python3 -m pip download -q --only-binary=:all: -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
+  fi
+
   # a new lab-pve1 starts without the stand-in kernel module: no /proc state from an old one
   if [[ "$(podman inspect -f '{{.State.Running}}' lab-pve1 2>/dev/null)" != true ]]; then
     rm -rf "${state:?}/proc" && mkdir -p "$state/proc"
@@ -42,6 +49,12 @@ up() {
     -v "$state/proc:/var/lib/gpufleet-standin/proc" \
     -v "$repo/.cache/lxc/debian12-rootfs.tar:/srv/lxc/debian12-rootfs.tar:ro" \
     -v "$cache/wheels:/srv/wheels:ro"
+  # the Hugging Face Hub stand-in the model_store role downloads from (a transient unit)
+  if ! podman exec lab-pve1 systemctl is-active -q gpufleet-hub-standin; then
+    podman exec lab-pve1 systemd-run --unit gpufleet-hub-standin --quiet \
+      python3 /srv/gpufleet-standins/hf_hub.py --host 127.0.0.1 --port 8765 --size-mb 16 \
+      --log /var/log/gpufleet-hub-standin.jsonl
+  fi
   # /proc/devices always exists; the stand-in kernel module adds its majors on install
   [[ -s "$state/proc/devices" ]] || podman exec lab-pve1 cp /proc/devices /var/lib/gpufleet-standin/proc/devices
   # the lab before the pct connection ran its SGLang node as a second Podman container
