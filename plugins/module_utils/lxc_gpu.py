@@ -317,7 +317,8 @@ def validate_settings(settings: Mapping[object, object]) -> list[Entry]:
                 f"settings key {key!r} is not a config key (letters, digits, '.', '_', '-'; "
                 "no section, separator or control character)"
             )
-        if _PVE_DEV_KEY_RE.match(key) or _PVE_MP_KEY_RE.match(key) or key in MULTI_VALUED_KEYS or key.startswith("lxc.hook."):
+        managed = _PVE_DEV_KEY_RE.match(key) or _PVE_MP_KEY_RE.match(key)
+        if managed or key in MULTI_VALUED_KEYS or key.startswith("lxc.hook."):
             raise LxcGpuError(
                 f"settings key {key!r} cannot be set: it is managed by this module or may appear more "
                 "than once (pass GPUs with gpus, /dev/shm with shm_size; edit other multi-valued keys yourself)"
