@@ -48,12 +48,15 @@ def on_host(script: str, check: bool = True) -> str:
 
 def playbook(*extra: str, timeout: float = 600) -> tuple[int, str, float]:
     start = time.monotonic()
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     out = subprocess.run(
         ["ansible-playbook", "playbooks/sglang.yml", "-i", INVENTORY, *extra],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        env=env,
     )
     return out.returncode, out.stdout + out.stderr, time.monotonic() - start
 
@@ -84,10 +87,10 @@ def healthy_workers() -> list[str]:
 
 
 def failure_message(output: str) -> str:
-    match = re.search(r'"msg": "(node\d: .*?)"\n', output) or re.search(r"msg: (node\d: .*)", output)
+    match = re.search(r'fatal: \[node\d\]: FAILED! => .*?"msg": "(node\d: (?:[^"\\]|\\.)*)"', output)
     if not match:
         raise SystemExit(f"no rollback message in the play's output:\n{output[-4000:]}")
-    return match.group(1)
+    return str(json.loads(f'"{match.group(1)}"'))
 
 
 def expect(cond: bool, what: str, output: str = "") -> None:
