@@ -26,7 +26,8 @@ import time
 HOST = "fleet-gw"
 NODES = ("node1", "node2", "node3")
 PORTS = {"node1": 31001, "node2": 31002, "node3": 31003}
-INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+# the inventory directory molecule writes: platforms, the provisioner's hosts and group_vars
+INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
 BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000"}
 CRASH_BOUND_S = 90  # crash loop detected (2 restarts x 1 s) + rollback + readiness + short gate
 
