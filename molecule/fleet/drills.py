@@ -77,14 +77,21 @@ def node_files(node: str) -> dict[str, str]:
     return {str(i): line for i, line in enumerate(text.splitlines())}
 
 
+def get_json(url: str) -> dict[str, object]:
+    """GET with the test key from inside the host (the image has no curl)."""
+    code = (
+        "import sys, urllib.request; req = urllib.request.Request(sys.argv[1], headers={'Authorization':"
+        " 'Bearer molecule-fleet-key'}); print(urllib.request.urlopen(req, timeout=10).read().decode())"
+    )
+    return json.loads(sh("podman", "exec", HOST, "python3", "-c", code, url).stdout)
+
+
 def served_version(node: str) -> str:
-    text = on_host(f"curl -sf -H 'Authorization: Bearer molecule-fleet-key' http://127.0.0.1:{PORTS[node]}/server_info")
-    return str(json.loads(text)["version"])
+    return str(get_json(f"http://127.0.0.1:{PORTS[node]}/server_info")["version"])
 
 
 def healthy_workers() -> list[str]:
-    text = on_host("curl -sf -H 'Authorization: Bearer molecule-fleet-key' http://127.0.0.1:8080/workers")
-    return sorted(w["url"] for w in json.loads(text)["workers"] if w.get("is_healthy"))
+    return sorted(w["url"] for w in get_json("http://127.0.0.1:8080/workers")["workers"] if w.get("is_healthy"))
 
 
 def failure_message(output: str) -> str:
