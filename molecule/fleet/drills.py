@@ -144,7 +144,7 @@ def drill_crash_and_renamed_flag() -> None:
     refused = on_host(
         'printf \'{"model-path": "/m", "cuda-graph-max-bs-decode": 64}\' > /tmp/new.yaml;'
         " python3 /srv/gpufleet-standins/sglang_launch.py --release /opt/fleet/node1/current"
-        " --flag-table /srv/gpufleet-flag-table/sglang_flag_table.py --config /tmp/new.yaml; echo rc=$?",
+        " --flag-table /srv/gpufleet-flag-table/sglang_flag_table.py --config /tmp/new.yaml 2>&1; echo rc=$?",
         check=False,
     )
     expect(
