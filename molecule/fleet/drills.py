@@ -177,7 +177,7 @@ def drill_second_rollback() -> None:
         text,
     )
     expect(on_host(tree) == before, "nothing changed")
-    log("second rollback: " + re.search(r"sglang_deployment: [^\"]*", text).group(0))
+    log("second rollback: " + re.search(r"sglang_deployment: no previous deployment[^\"\n\x1b]*", text).group(0))
 
 
 def drill_slow_canary() -> None:
