@@ -19,7 +19,7 @@ export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
 SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 
 # molecule scenarios run by `make test`, in order
-SCENARIOS ?= nvidia_driver_invalid nvidia_driver nvidia_driver_runfile cuda_toolkit proxmox_lxc_gpu sglang_server sglang_gateway
+SCENARIOS ?= nvidia_driver_invalid nvidia_driver nvidia_driver_runfile cuda_toolkit proxmox_lxc_gpu sglang_server sglang_gateway fleet
 
 .PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean
 

@@ -315,19 +315,32 @@ def rollback(root: str, release_link: str, *, check: bool = False) -> Outcome:
         raise DeploymentError(
             f"no previous deployment to roll back to under {root} (current: {current or 'none'}); nothing was changed"
         )
-    manifest = load_manifest(root, previous)
+    return _restore(root, previous, current, release_link, check=check)
+
+
+def restore_current(root: str, release_link: str, *, check: bool = False) -> Outcome:
+    """Put the live files and the release link back to the current deployment (undo changes made
+    after the last record, e.g. by a run that failed before it recorded a new deployment)."""
+    current = _link_target(root, CURRENT) if os.path.isdir(root) else ""
+    if not current:
+        raise DeploymentError(f"no current deployment to restore under {root}; nothing was changed")
+    return _restore(root, current, current, release_link, check=check)
+
+
+def _restore(root: str, target: str, current: str, release_link: str, *, check: bool) -> Outcome:
+    """Make the live files and release link those of deployment `target`, then make it current."""
+    previous = _link_target(root, PREVIOUS)
+    manifest = load_manifest(root, target)
     release_dir = manifest["release_dir"]
     if not os.path.isdir(release_dir):
-        raise DeploymentError(
-            f"previous deployment {previous} needs release {release_dir}, which is gone; nothing was changed"
-        )
+        raise DeploymentError(f"deployment {target} needs release {release_dir}, which is gone; nothing was changed")
     plan: list[tuple[dict[str, Any], bytes]] = []
     diffs: list[dict[str, str]] = []
     for entry in manifest["files"]:
         live = read_file_state(entry["path"], bool(entry.get("secret")))
         content = b""
         if not entry.get("absent"):
-            with open(os.path.join(root, previous, "files", entry["stored"]), "rb") as handle:
+            with open(os.path.join(root, target, "files", entry["stored"]), "rb") as handle:
                 content = handle.read()
         want = {k: v for k, v in entry.items() if k not in ("stored", "secret")}
         if live.key() == want:
@@ -369,18 +382,30 @@ def rollback(root: str, release_link: str, *, check: bool = False) -> Outcome:
                 atomic_write(entry["path"], content, int(entry["mode"], 8), entry["uid"], entry["gid"])
         if link_change:
             _atomic_symlink(release_dir, release_link)
-        _atomic_symlink(previous, os.path.join(root, CURRENT))
-        os.unlink(os.path.join(root, PREVIOUS))
-        _fsync_dir(root)
+        if target != current:
+            _atomic_symlink(target, os.path.join(root, CURRENT))
+            os.unlink(os.path.join(root, PREVIOUS))
+            _fsync_dir(root)
+    if target == current:
+        return Outcome(
+            bool(plan) or link_change,
+            current,
+            previous,
+            _public(manifest),
+            files_changed=[e["path"] for e, _ in plan],
+            release_link_changed=link_change,
+            diffs=diffs,
+            msg=f"restored deployment {current} (release {release_dir})",
+        )
     return Outcome(
         True,
-        previous,
+        target,
         "",
         _public(manifest),
         files_changed=[entry["path"] for entry, _content in plan],
         release_link_changed=link_change,
         diffs=diffs,
-        msg=f"rolled back from deployment {current or 'none'} to {previous} (release {release_dir})",
+        msg=f"rolled back from deployment {current or 'none'} to {target} (release {release_dir})",
     )
 
 

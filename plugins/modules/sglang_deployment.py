@@ -22,6 +22,9 @@ description:
     byte-identical with its mode and owner (temp file, fsync, rename), the release link pointed
     back at its release - makes it C(current) and forgets C(previous), so a second rollback in a
     row fails with a message and changes nothing. The caller restarts the service.
+  - O(state=restored) puts the live files and the release link back to the C(current) deployment
+    (undoes what a run changed before it could record a new deployment, for example a release
+    switch followed by a refused configuration); C(current) and C(previous) stay as they are.
   - O(state=query) reports the current and previous deployments and changes nothing.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
@@ -33,7 +36,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [present, rolled_back, query]
+    choices: [present, rolled_back, restored, query]
     default: present
   release_dir:
     description: The SGLang release directory this deployment runs. Required with O(state=present).
@@ -120,13 +123,17 @@ manifest:
   type: dict
 files_changed:
   description: Managed files a rollback rewrote or removed.
-  returned: when state is rolled_back
+  returned: when state is rolled_back or restored
   type: list
   elements: str
 release_link_changed:
   description: Whether a rollback pointed the release link back.
-  returned: when state is rolled_back
+  returned: when state is rolled_back or restored
   type: bool
+msg:
+  description: What a rollback or restore did.
+  returned: when state is rolled_back or restored
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -135,6 +142,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment 
     DeploymentError,
     query,
     record,
+    restore_current,
     rollback,
 )
 
@@ -143,7 +151,7 @@ def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "default": "/opt/sglang/deployments"},
-            "state": {"type": "str", "choices": ["present", "rolled_back", "query"], "default": "present"},
+            "state": {"type": "str", "choices": ["present", "rolled_back", "restored", "query"], "default": "present"},
             "release_dir": {"type": "path"},
             "release_link": {"type": "path", "default": "/opt/sglang/current"},
             "files": {
@@ -176,6 +184,8 @@ def run_module() -> None:
             )
         elif params["state"] == "rolled_back":
             outcome = rollback(params["root"], params["release_link"], check=module.check_mode)
+        elif params["state"] == "restored":
+            outcome = restore_current(params["root"], params["release_link"], check=module.check_mode)
         else:
             outcome = query(params["root"])
     except DeploymentError as exc:
@@ -186,7 +196,7 @@ def run_module() -> None:
         "previous": outcome.previous,
         "manifest": outcome.manifest,
     }
-    if params["state"] == "rolled_back":
+    if params["state"] in ("rolled_back", "restored"):
         result["files_changed"] = outcome.files_changed
         result["release_link_changed"] = outcome.release_link_changed
         result["msg"] = outcome.msg

@@ -158,3 +158,39 @@ def test_foreign_manifest_is_named(node):
     (node["root"] / first.current / "manifest.json").write_text("[]")
     with pytest.raises(dep.DeploymentError, match="not a gpufleet deployment manifest"):
         dep.query(str(node["root"]))
+
+
+def test_restore_current_undoes_changes_made_after_the_last_record(node):
+    first = dep.record(str(node["root"]), str(node["rel1"]), files(node), {"path": "/models/m"}, {"v": "0.5.12.post1"})
+    before = {p: Path(p).read_bytes() for p, _ in files(node)}
+    # a run switched the release and rewrote the environment, then failed before recording
+    node["link"].unlink()
+    node["link"].symlink_to(node["rel2"])
+    (node["etc"] / "server.env").write_text("STANDIN_TOKENS_PER_S=1\n")
+    planned = dep.restore_current(str(node["root"]), str(node["link"]), check=True)
+    assert planned.changed
+    assert planned.files_changed == [str(node["etc"] / "server.env")]
+    assert (node["etc"] / "server.env").read_text() == "STANDIN_TOKENS_PER_S=1\n"
+    done = dep.restore_current(str(node["root"]), str(node["link"]))
+    assert (done.changed, done.current, done.previous) == (True, first.current, "")
+    assert done.release_link_changed
+    assert os.readlink(node["link"]) == str(node["rel1"])
+    assert {p: Path(p).read_bytes() for p, _ in files(node)} == before
+    assert os.stat(node["etc"] / "server.env").st_mode & 0o777 == 0o640
+    state = tree(node["root"])
+    again = dep.restore_current(str(node["root"]), str(node["link"]))
+    assert not again.changed
+    assert tree(node["root"]) == state
+
+
+def test_restore_current_keeps_previous_and_needs_a_current(node):
+    with pytest.raises(dep.DeploymentError, match="no current deployment to restore"):
+        dep.restore_current(str(node["root"]), str(node["link"]))
+    dep.record(str(node["root"]), str(node["rel1"]), files(node), {}, {"v": "1"})
+    (node["etc"] / "server.yaml").write_text("tp-size: 4\n")
+    second = dep.record(str(node["root"]), str(node["rel2"]), files(node), {}, {"v": "2"})
+    (node["etc"] / "server.yaml").write_text("tp-size: 2\n")
+    done = dep.restore_current(str(node["root"]), str(node["link"]))
+    assert (done.current, done.previous) == (second.current, second.previous)
+    assert (node["etc"] / "server.yaml").read_text() == "tp-size: 4\n"
+    assert dep.query(str(node["root"])).previous == second.previous
