@@ -392,7 +392,7 @@ def _restore(root: str, target: str, current: str, release_link: str, *, check: 
             current,
             previous,
             _public(manifest),
-            files_changed=[e["path"] for e, _ in plan],
+            files_changed=[entry["path"] for entry, _content in plan],
             release_link_changed=link_change,
             diffs=diffs,
             msg=f"restored deployment {current} (release {release_dir})",

@@ -48,7 +48,7 @@ def known_flags(version: str, table_path: str) -> set[str]:
     if version not in versions:
         raise SystemExit(f"sglang_launch stand-in: no flag table for SGLang {version}; it has {', '.join(versions)}")
     index = versions.index(version)
-    return {flag for flag, (_, presence) in flags.items() if presence[index] == "1"}
+    return {flag for flag, (_kind, presence) in flags.items() if presence[index] == "1"}
 
 
 def main(argv: list[str]) -> int:

@@ -162,7 +162,7 @@ def test_foreign_manifest_is_named(node):
 
 def test_restore_current_undoes_changes_made_after_the_last_record(node):
     first = dep.record(str(node["root"]), str(node["rel1"]), files(node), {"path": "/models/m"}, {"v": "0.5.12.post1"})
-    before = {p: Path(p).read_bytes() for p, _ in files(node)}
+    before = {p: Path(p).read_bytes() for p, _secret in files(node)}
     # a run switched the release and rewrote the environment, then failed before recording
     node["link"].unlink()
     node["link"].symlink_to(node["rel2"])
@@ -175,7 +175,7 @@ def test_restore_current_undoes_changes_made_after_the_last_record(node):
     assert (done.changed, done.current, done.previous) == (True, first.current, "")
     assert done.release_link_changed
     assert os.readlink(node["link"]) == str(node["rel1"])
-    assert {p: Path(p).read_bytes() for p, _ in files(node)} == before
+    assert {p: Path(p).read_bytes() for p, _secret in files(node)} == before
     assert os.stat(node["etc"] / "server.env").st_mode & 0o777 == 0o640
     state = tree(node["root"])
     again = dep.restore_current(str(node["root"]), str(node["link"]))
