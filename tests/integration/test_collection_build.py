@@ -54,7 +54,7 @@ PLAY = """
       rescue:
         - name: Refused with the version named
           ansible.builtin.assert:
-            that: "'driver 560.35.03 does not support compute capability 12.0' in ansible_failed_result.msg"
+            that: "'driver 560.35.03 does not support the RTX PRO 6000 Blackwell' in ansible_failed_result.msg"
 """
 
 
