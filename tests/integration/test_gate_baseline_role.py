@@ -313,20 +313,24 @@ def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, serve):
 
 def test_no_secret_in_any_output_of_a_failing_run(tmp_path, serve):
     server = serve("--api-key", "the-right-key", STANDIN_TOKENS_PER_S=str(RATE))
-    secret_key = "Wr0ng-K3y\r\nX-Injected: yes"
+    wrong_key = "Wr0ng-K3y-9f2c"
+    injected_key = "Wr0ng-K3y\r\nX-Injected: yes"  # refused by the module before anything is sent
     password = "pa:ss@w0rd/%"
     url = server.url.replace("http://", "http://gate:" + urllib.parse.quote(password, safe="") + "@")
-    gate_vars = role_vars(tmp_path, url, throughput_gate_api_key=secret_key, throughput_gate_ready_timeout=3)
+    gate_vars = role_vars(tmp_path, url, throughput_gate_api_key=wrong_key, throughput_gate_ready_timeout=3)
     plan = run_play(tmp_path, ROLE_PLAY, gate_vars, TASK, check=True)  # the check-mode plan shows the URL
-    assert plan.res["plan"]["endpoint"].startswith("POST http://********@127.0.0.1:"), plan.res["plan"]
+    assert plan.res["plan"]["endpoint"].startswith("POST http://gate:********@127.0.0.1:"), plan.res["plan"]
     r = run_play(tmp_path, ROLE_PLAY, gate_vars, TASK)
     assert r.rc != 0
-    outputs = [plan.output, json.dumps(plan.res), r.output, json.dumps(r.res)]
+    injected_vars = dict(gate_vars, throughput_gate_api_key=injected_key)
+    refused = run_play(tmp_path, ROLE_PLAY, injected_vars, TASK)
+    assert refused.rc != 0
+    outputs = [plan.output, json.dumps(plan.res), r.output, json.dumps(r.res), refused.output, json.dumps(refused.res)]
     artifacts = tmp_path.glob("runner-*/artifacts/**/*")
     outputs += [p.read_text(errors="replace") for p in artifacts if p.is_file()]
     outputs += [p.read_text(errors="replace") for p in (tmp_path / "baselines").iterdir() if p.is_file()]
     forms = set()
-    for s in (secret_key, password, "Wr0ng-K3y", urllib.parse.quote(password, safe="")):
+    for s in (wrong_key, injected_key, password, "Wr0ng-K3y", urllib.parse.quote(password, safe="")):
         forms |= {s, repr(s)[1:-1], json.dumps(s)[1:-1], json.dumps(json.dumps(s))[1:-1]}
     for text in outputs:
         for form in forms:
