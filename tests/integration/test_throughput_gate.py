@@ -389,7 +389,9 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
     names = [f.name for f in files]
     # a readable label plus a hash of the structured key (stored in the file)
     key = next(n for n in names if n.endswith(".json"))[: -len(".json")]
-    assert key.startswith("localhost__test_model__unpinned__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition__")
+    assert key.startswith(
+        "localhost__test_model__unpinned__glm5-tp8__0.5.23__NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition__"
+    )
     assert names == [f"{key}.history.jsonl", f"{key}.json", f"{key}.lock"], names
     baseline_path = tmp_path / "baselines" / f"{key}.json"
     stored = json.loads(baseline_path.read_text())
