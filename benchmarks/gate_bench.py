@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_http, gate_meter
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
     LoadClient,
     Shape,
@@ -264,8 +264,8 @@ def parse_cost(quick: bool) -> None:
             pass
 
     async def replay(times: int) -> float:
-        meter = gate_client.Meter(concurrency=1, expected_tokens=tokens)
-        conn = gate_client._Conn(meter, Shape("native", "", 16, tokens))
+        meter = gate_meter.Meter(concurrency=1, expected_tokens=tokens)
+        conn = gate_http.StreamConnection(meter, Shape("native", "", 16, tokens))
         conn.transport = Sink()  # type: ignore[assignment]
         t0 = time.process_time()
         for _ in range(times):

@@ -10,185 +10,56 @@ line limits, file-descriptor limits and tokenizer CPU. Here:
 - ``concurrency`` workers, each with its own HTTP/1.1 keep-alive connection (no pool cap), send
   one request after another (closed loop at fixed concurrency);
 - RLIMIT_NOFILE is raised to fit the connections;
-- responses are read by an ``asyncio.Protocol`` that decodes chunked transfer encoding and splits
-  events itself, with no per-line or per-event size limit;
+- responses are read by :class:`gate_http.StreamConnection`, an ``asyncio.Protocol`` that decodes
+  chunked transfer encoding and splits events itself, with no per-line or per-event size limit;
 - tokens are the server's own running ``completion_tokens``; every event is checked by
   :class:`gate_sse.StreamChecker` (malformed, error, backwards, after ``[DONE]``, final count);
-- throughput is measured over the steady-state window: from the moment every worker has its first
-  token until the first worker finds no request left to send (warmup ramp and drain tail excluded).
+- throughput is measured by :mod:`gate_meter` over the steady-state window: from the moment every
+  worker has its first token until the first worker finds no request left to send (warmup ramp
+  and drain tail excluded).
 
 A trial with any error (HTTP status, error event, malformed event, dropped connection, timeout,
 a token count other than the one asked for) is reported as invalid, never as slow.
 
 Deadlines (monotonic clock, :mod:`gate_limits`): a request fails when it makes no progress (a new
 token, or its response head) for ``request_timeout`` seconds, and in any case after
-``request_timeout + output_len x REQUEST_S_PER_TOKEN``; a trial stops at its own deadline. Every
-buffer is bounded: a response head, a chunk-size line and an event larger than its limit are errors.
+``request_timeout + output_len x REQUEST_S_PER_TOKEN``; a trial stops at its own deadline.
+
+The public surface: :class:`LoadClient` and :func:`raise_nofile`, and the types they take and
+return (:class:`Shape`, :class:`Target`, :class:`TrialResult`), re-exported from the modules that
+define them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import math
 import time
-from array import array
-from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_http import (
+    Shape,
+    StreamConnection,
+    Target,
+    build_request,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import (
     CONNECT_TIMEOUT_S,
-    HEAD_MAX_BYTES,
     REQUEST_S_PER_TOKEN,
     GateInputError,
-    max_event_bytes,
     trial_deadline,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
-    SSEError,
-    StreamChecker,
-    split_events,
-)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_meter import Meter, TrialResult, trial_result
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask_url
 
 try:  # not on every platform; the module reports what it could do
     import resource
 except ImportError:  # pragma: no cover
     resource = None  # type: ignore[assignment]
 
-# ids of synthetic prompt tokens: inside every tokenizer's vocabulary, not special tokens
-_PROMPT_ID_BASE = 1000
-_PROMPT_ID_SPAN = 20000
 _FD_HEADROOM = 128
 
 
-__all__ = ["GateInputError", "LoadClient", "Shape", "Target", "TrialResult", "build_request", "raise_nofile"]
-
-
-def bad_header_chars(value: str) -> bool:
-    """True if ``value`` cannot go into an HTTP header as it is (control characters, DEL, non-ASCII)."""
-    return any(not 0x20 <= ord(ch) < 0x7F for ch in value)
-
-
-@dataclass(frozen=True)
-class Target:
-    host: str
-    port: int
-    base_path: str
-    host_header: str
-    basic_auth: str = ""  # "user:password" from the URL, sent as HTTP Basic when no api_key is set
-
-    @classmethod
-    def from_url(cls, url: str) -> Target:
-        """Parse ``url``. Messages show it with any password masked (the caller masks the whole message too)."""
-        shown = mask_url(url)
-        if any(ch <= " " or ord(ch) > 0x7E for ch in url):
-            raise GateInputError(
-                f"url {shown!r} contains a space, a control or a non-ASCII character; write it percent-encoded"
-            )
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise GateInputError(f"url {shown!r} is not a valid URL: {exc}") from None
-        if parts.scheme != "http":
-            raise GateInputError(f"url {shown!r}: only http:// is supported (got scheme {parts.scheme!r})")
-        if not parts.hostname:
-            raise GateInputError(f"url {shown!r} has no host")
-        if parts.query or parts.fragment:
-            raise GateInputError(f"url {shown!r} must not have a query or fragment")
-        port = port or 80
-        userinfo, _at, host_header = parts.netloc.rpartition("@")
-        return cls(parts.hostname, port, parts.path.rstrip("/"), host_header, userinfo)
-
-    def auth_header(self, api_key: str | None) -> str:
-        """The Authorization header line (with CRLF) for a request, or an empty string."""
-        if api_key:
-            return f"authorization: Bearer {api_key}\r\n"
-        if self.basic_auth:
-            return f"authorization: Basic {base64.b64encode(self.basic_auth.encode()).decode()}\r\n"
-        return ""
-
-
-def mask_url(url: str) -> str:
-    """``url`` with the password of its user information replaced by ``********``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc, slash, path = rest.partition("/")
-    userinfo, at, hostport = netloc.rpartition("@")
-    if not at:
-        return url
-    user, colon, _password = userinfo.partition(":")
-    return f"{scheme}://{user}{':********' if colon else ''}@{hostport}{slash}{path}"
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What every request of a trial looks like."""
-
-    api: str  # native | openai
-    model: str
-    input_len: int
-    output_len: int
-    api_key: str | None = None
-
-    def validate(self) -> None:
-        if self.api not in ("native", "openai"):
-            raise GateInputError(f"api must be native or openai, got {self.api!r}")
-        if self.input_len < 1:
-            raise GateInputError(f"input_len must be >= 1, got {self.input_len}")
-        if self.output_len < 1:
-            raise GateInputError(f"output_len must be >= 1, got {self.output_len}")
-        if self.api == "openai" and not self.model:
-            raise GateInputError("api=openai needs model (the served model name)")
-        if self.api_key is not None and bad_header_chars(self.api_key):
-            raise GateInputError(
-                "api_key contains a control character (such as CR or LF), DEL or a non-ASCII character; "
-                "it cannot be sent in an HTTP header (value not shown)"
-            )
-
-    def path(self) -> str:
-        return "/generate" if self.api == "native" else "/v1/completions"
-
-
-def build_request(target: Target, shape: Shape, serial: int) -> bytes:
-    """The HTTP request bytes for request number ``serial``.
-
-    The prompt is ``input_len`` token ids; its first two ids encode ``serial`` so no two requests
-    of a run share a prefix (prefix caching would otherwise inflate throughput).
-    """
-    head_ids = [
-        _PROMPT_ID_BASE + serial % _PROMPT_ID_SPAN,
-        _PROMPT_ID_BASE + (serial // _PROMPT_ID_SPAN) % _PROMPT_ID_SPAN,
-    ]
-    ids = (head_ids + [_PROMPT_ID_BASE + (serial * 7 + i) % _PROMPT_ID_SPAN for i in range(shape.input_len)])[
-        : shape.input_len
-    ]
-    if shape.api == "native":
-        body: dict[str, object] = {
-            "input_ids": ids,
-            "sampling_params": {"max_new_tokens": shape.output_len, "ignore_eos": True, "temperature": 0.0},
-            "stream": True,
-        }
-    else:
-        body = {
-            "model": shape.model,
-            "prompt": ids,
-            "max_tokens": shape.output_len,
-            "ignore_eos": True,
-            "temperature": 0.0,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    auth = target.auth_header(shape.api_key)
-    head = (
-        f"POST {target.base_path}{shape.path()} HTTP/1.1\r\nhost: {target.host_header}\r\n"
-        f"content-type: application/json\r\naccept: text/event-stream\r\n{auth}"
-        f"content-length: {len(payload)}\r\nconnection: keep-alive\r\n\r\n"
-    )
-    return head.encode() + payload
+__all__ = ["GateInputError", "LoadClient", "Shape", "Target", "TrialResult", "mask_url", "raise_nofile"]
 
 
 def raise_nofile(needed: int) -> dict[str, int]:
@@ -208,340 +79,6 @@ def raise_nofile(needed: int) -> dict[str, int]:
     return {"soft": int(soft), "hard": int(hard)}
 
 
-def percentiles(values: array | list[float], points: tuple[int, ...] = (50, 90, 99)) -> dict[str, float | None]:
-    """Nearest-rank percentiles in milliseconds of values in seconds."""
-    if not len(values):
-        return {f"p{p}": None for p in points}
-    s = sorted(values)
-    out: dict[str, float | None] = {}
-    for p in points:
-        idx = max(0, min(len(s) - 1, math.ceil(p / 100.0 * len(s)) - 1))
-        out[f"p{p}"] = round(s[idx] * 1000.0, 3)
-    return out
-
-
-@dataclass
-class Meter:
-    """Counters shared by all connections of a trial."""
-
-    concurrency: int
-    expected_tokens: int
-    tokens: int = 0
-    events: int = 0
-    completed: int = 0
-    first_token_workers: int = 0
-    window_start: tuple[float, int, int] | None = None  # (time, tokens, events)
-    window_end: tuple[float, int, int] | None = None
-    errors: dict[str, int] = field(default_factory=dict)
-    ttft: array = field(default_factory=lambda: array("d"))
-    itl: array = field(default_factory=lambda: array("d"))
-    abort: bool = False
-    conns: list = field(default_factory=list)
-
-    def error(self, message: str) -> None:
-        """Record an error and stop the trial: no new requests, open streams are closed."""
-        self.errors[message] = self.errors.get(message, 0) + 1
-        if not self.abort:
-            self.abort = True
-            for c in self.conns:
-                if c.transport is not None:
-                    c.transport.close()
-
-    def mark_start(self) -> None:
-        self.window_start = (time.perf_counter(), self.tokens, self.events)
-
-    def mark_end(self) -> None:
-        if self.window_end is None:
-            self.window_end = (time.perf_counter(), self.tokens, self.events)
-
-
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection; one request at a time."""
-
-    def __init__(self, meter: Meter, shape: Shape) -> None:
-        self.meter = meter
-        self.shape = shape
-        self.max_event = max_event_bytes(shape.output_len)
-        self.transport: asyncio.Transport | None = None
-        self.lost = False
-        self.raw = bytearray()
-        self.sse = bytearray()
-        self.waiter: asyncio.Future[None] | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self.state = "idle"
-        self.status = 0
-        self.chunked = False
-        self.body_left = 0
-        self.chunk_left = 0
-        self.need_crlf = False
-        self.close_after = False
-        self.tokens = 0
-        self.saw_first = False
-        self.t_send = 0.0
-        self.t_progress = 0.0  # last new token (or the response head): the no-progress clock
-        self.t_prev = 0.0
-        self.body = bytearray()
-        self.first_of_worker = False
-        self.checker = StreamChecker(self.shape.api, self.shape.output_len, self.max_event)
-
-    # asyncio callbacks ------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, asyncio.Transport):
-            raise TypeError(f"expected an asyncio.Transport, got {type(transport).__name__}")
-        self.transport = transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        if self.state != "idle" and self.meter.abort:  # closed by us: the trial is already invalid
-            self.state = "idle"
-            if self.waiter is not None and not self.waiter.done():
-                self.waiter.set_result(None)
-        elif self.state != "idle":
-            self._fail(f"connection closed by the server mid-response{f' ({exc})' if exc else ''}")
-
-    def data_received(self, data: bytes) -> None:
-        if self.state == "idle":
-            self._fail(f"unexpected bytes from the server between requests: {data[:80]!r}")
-            return
-        try:
-            if self.state == "head":
-                self.raw += data
-                if not self._parse_head():
-                    return
-                data = bytes(self.raw)
-                self.raw.clear()
-            elif self.raw:
-                data = bytes(self.raw) + data
-                self.raw.clear()
-            if self.state == "body":
-                self._parse_body(data)
-        except SSEError as exc:
-            self._fail(str(exc))
-
-    # request lifecycle --------------------------------------------------------------------
-    def send(self, request: bytes, first_of_worker: bool) -> asyncio.Future[None]:
-        if self.transport is None:
-            raise RuntimeError("send() before connection_made()")
-        self.reset()
-        self.first_of_worker = first_of_worker
-        self.state = "head"
-        self.t_send = self.t_progress = time.perf_counter()
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
-        return self.waiter
-
-    def _resolve(self) -> None:
-        self.state = "idle"
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-        if self.close_after and self.transport is not None:
-            self.transport.close()
-
-    def _fail(self, message: str) -> None:
-        if self.state == "idle" and self.waiter is not None and self.waiter.done():
-            return
-        self.state = "idle"
-        self.meter.error(message)
-        self.close_after = True
-        if self.transport is not None:
-            self.transport.close()
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    def _parse_head(self) -> bool:
-        end = self.raw.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.raw) > HEAD_MAX_BYTES:
-                raise SSEError(f"response head larger than {HEAD_MAX_BYTES} bytes")
-            return False
-        if end > HEAD_MAX_BYTES:
-            raise SSEError(f"response head larger than {HEAD_MAX_BYTES} bytes")
-        head = bytes(self.raw[:end]).decode("latin-1")
-        del self.raw[: end + 4]
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise SSEError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
-        self.status = int(parts[1])
-        length = None
-        for line in lines[1:]:
-            name, _sep, value = line.partition(":")
-            name = name.strip().lower()
-            value = value.strip().lower()
-            if name == "transfer-encoding" and "chunked" in value:
-                self.chunked = True
-            elif name == "content-length":
-                length = int(value) if value.isdigit() else None
-            elif name == "connection" and value == "close":
-                self.close_after = True
-        if not self.chunked:
-            if length is None:
-                self.close_after = True
-                self.body_left = -1  # until the connection closes
-            else:
-                self.body_left = length
-        self.state = "body"
-        self.t_progress = time.perf_counter()
-        return True
-
-    def _parse_body(self, buf: bytes) -> None:
-        if not self.chunked:
-            self.body += buf
-            if self.body_left >= 0 and len(self.body) >= self.body_left:
-                self._complete_plain(bytes(self.body[: self.body_left]))
-            elif len(self.body) > self.max_event:
-                raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
-            return
-        stream = self.status == 200
-        now = time.perf_counter()  # the events of one read arrived together
-        sse = self.sse
-        pos = 0
-        n = len(buf)
-        finished = False
-        while pos < n:
-            if self.chunk_left:
-                take = min(self.chunk_left, n - pos)
-                sse += buf[pos : pos + take]
-                pos += take
-                self.chunk_left -= take
-                if self.chunk_left:
-                    break
-                self.need_crlf = True
-            if self.need_crlf:
-                if n - pos < 2:
-                    break
-                if buf[pos] != 13 or buf[pos + 1] != 10:
-                    raise SSEError("bad chunked encoding (no CRLF after a chunk)")
-                pos += 2
-                self.need_crlf = False
-                continue
-            i = buf.find(b"\r\n", pos)
-            if i < 0:
-                if n - pos > 1024:
-                    raise SSEError("bad chunked encoding (chunk size line too long)")
-                break
-            try:
-                size = int(buf[pos:i].split(b";", 1)[0], 16)
-            except ValueError:
-                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})") from None
-            if size < 0:
-                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})")
-            if size == 0:
-                # last chunk; optional trailers end with an empty line
-                j = buf.find(b"\r\n\r\n", i)
-                if j < 0 and buf[i : i + 4] != b"\r\n\r\n":
-                    if n - i > HEAD_MAX_BYTES:
-                        raise SSEError(f"chunked trailers larger than {HEAD_MAX_BYTES} bytes")
-                    break
-                pos = (j + 4) if j >= 0 else n
-                finished = True
-                break
-            start = i + 2
-            end = start + size
-            # the common case: one whole "data: ...\n\n" event in one whole chunk, no copy to the buffer
-            if (
-                stream
-                and not sse
-                and end + 2 <= n
-                and buf[end] == 13
-                and buf[end + 1] == 10
-                and buf.startswith(b"data: ", start)
-                and buf.find(b"\n", start, end) == end - 2
-                and buf[end - 1] == 10
-            ):
-                self._event(buf[start + 6 : end - 2], now)
-                pos = end + 2
-                continue
-            pos = start
-            self.chunk_left = size
-        if pos < n and not finished:
-            self.raw += buf[pos:]
-        if not stream:
-            self.body += sse
-            sse.clear()
-            if finished:
-                self._complete_plain(bytes(self.body))
-            elif len(self.body) > self.max_event:
-                raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
-            return
-        if sse:
-            for payload in split_events(sse):
-                self._event(payload, now)
-            if len(sse) > self.max_event:
-                raise SSEError(f"an event larger than {self.max_event} bytes (no end after {len(sse)} bytes)")
-        if finished and self.state == "body":
-            if not self.checker.done:
-                raise SSEError("stream ended without data: [DONE]")
-            self.meter.completed += 1
-            self._resolve()
-
-    def _event(self, payload: bytes, now: float) -> None:
-        ct = self.checker.event(payload)
-        if self.checker.done:
-            return  # [DONE]; anything after it fails in event()
-        meter = self.meter
-        meter.events += 1
-        opens_window = False
-        if not self.saw_first:
-            self.saw_first = True
-            self.t_prev = now
-            meter.ttft.append(now - self.t_send)
-            if self.first_of_worker:
-                meter.first_token_workers += 1
-                opens_window = meter.first_token_workers == meter.concurrency
-        if ct != self.tokens:
-            delta = ct - self.tokens
-            if self.tokens:
-                meter.itl.append((now - self.t_prev) / delta)
-            self.t_prev = self.t_progress = now
-            self.tokens = ct
-            meter.tokens += delta
-        if opens_window:  # the window opens after the tokens that opened it
-            meter.mark_start()
-
-    def _complete_plain(self, body: bytes) -> None:
-        snippet = body[:200].decode("utf-8", "replace")
-        if self.status != 200:
-            raise SSEError(f"HTTP {self.status} from the server: {snippet}")
-        raise SSEError(f"expected a streamed response (text/event-stream, chunked), got: {snippet}")
-
-
-@dataclass
-class TrialResult:
-    output_tokens_per_s: float
-    request_throughput: float
-    window_s: float
-    window_tokens: int
-    total_tokens: int
-    completed: int
-    events: int
-    events_per_s: float
-    duration_s: float
-    ttft_ms: dict[str, float | None]
-    itl_ms: dict[str, float | None]
-    errors: dict[str, int]
-    started: float
-    ended: float
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "output_tokens_per_s": round(self.output_tokens_per_s, 3),
-            "request_throughput": round(self.request_throughput, 4),
-            "window_s": round(self.window_s, 4),
-            "window_tokens": self.window_tokens,
-            "total_tokens": self.total_tokens,
-            "completed_requests": self.completed,
-            "events": self.events,
-            "events_per_s": round(self.events_per_s, 1),
-            "duration_s": round(self.duration_s, 4),
-            "ttft_ms": self.ttft_ms,
-            "itl_ms": self.itl_ms,
-            "errors": [{"message": m, "count": c} for m, c in sorted(self.errors.items())],
-        }
-
-
 class LoadClient:
     """Runs trials against one server. ``serial`` keeps prompts unique across trials."""
 
@@ -559,11 +96,11 @@ class LoadClient:
         self.request_ceiling = request_timeout + shape.output_len * REQUEST_S_PER_TOKEN
         self.serial = 0
 
-    async def _open(self, meter: Meter) -> _Conn:
+    async def _open(self, meter: Meter) -> StreamConnection:
         loop = asyncio.get_running_loop()
         try:
             _transport, proto = await asyncio.wait_for(
-                loop.create_connection(lambda: _Conn(meter, self.shape), self.target.host, self.target.port),
+                loop.create_connection(lambda: StreamConnection(meter, self.shape), self.target.host, self.target.port),
                 timeout=self.connect_timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
@@ -587,11 +124,11 @@ class LoadClient:
             deadline_s = trial_deadline(requests, conc, self.request_ceiling, self.connect_timeout)
         meter = Meter(concurrency=conc, expected_tokens=self.shape.output_len)
         remaining = [requests]
-        conns: list[_Conn] = meter.conns
+        conns: list[StreamConnection] = meter.conns
         t0 = time.perf_counter()
 
         async def worker() -> None:
-            conn: _Conn | None = None
+            conn: StreamConnection | None = None
             first = True
             while not meter.abort:
                 if remaining[0] <= 0:
@@ -622,9 +159,9 @@ class LoadClient:
                 for c in conns:
                     if c.state == "idle":
                         continue
-                    if now - c.t_progress > idle:
+                    if now - c.request.t_progress > idle:
                         c._fail(f"no progress (no new token) for {idle:g}s (request_timeout)")
-                    elif now - c.t_send > ceiling:
+                    elif now - c.request.t_send > ceiling:
                         c._fail(
                             f"request still running after {ceiling:g}s, its hard ceiling "
                             f"(request_timeout + output_len x {REQUEST_S_PER_TOKEN:g}s)"
@@ -638,41 +175,4 @@ class LoadClient:
             for c in conns:
                 if c.transport is not None:
                     c.transport.close()
-        t_end = time.perf_counter()
-        meter.mark_end()
-        start = meter.window_start
-        end = meter.window_end
-        if end is None:
-            raise RuntimeError("meter window has no end")
-        if start is None or end[0] <= start[0] or end[1] <= start[1]:
-            rate = 0.0
-            window_s = 0.0
-            window_tokens = 0
-            events_rate = 0.0
-            if measure and not meter.errors:
-                meter.errors[
-                    "no steady-state window (every worker must get a token before the first one runs out "
-                    "of requests): raise requests_per_trial"
-                ] = 1
-        else:
-            window_s = end[0] - start[0]
-            window_tokens = end[1] - start[1]
-            rate = window_tokens / window_s
-            events_rate = (end[2] - start[2]) / window_s
-        duration = t_end - t0
-        return TrialResult(
-            output_tokens_per_s=rate,
-            request_throughput=meter.completed / duration if duration > 0 else 0.0,
-            window_s=window_s,
-            window_tokens=window_tokens,
-            total_tokens=meter.tokens,
-            completed=meter.completed,
-            events=meter.events,
-            events_per_s=events_rate,
-            duration_s=duration,
-            ttft_ms=percentiles(meter.ttft),
-            itl_ms=percentiles(meter.itl),
-            errors=dict(meter.errors),
-            started=t0,
-            ended=t_end,
-        )
+        return trial_result(meter, t0, time.perf_counter(), measure)

@@ -16,7 +16,8 @@ import pytest
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_limits as gl
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import Target, mask_url
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_http import Target
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask_url
 
 
 def params(**kw) -> gr.GateParams:

@@ -14,7 +14,7 @@ import resource
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client, gate_http, gate_meter
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
     SSEError,
     StreamChecker,
@@ -158,10 +158,10 @@ def response(body: bytes, sizes: list[int]) -> bytes:
     return head + chunked(body, sizes)
 
 
-def feed(raw: bytes, cut: int, api: str = "native", expected: int = 10) -> gate_client.Meter:
-    async def go() -> gate_client.Meter:
-        meter = gate_client.Meter(concurrency=1, expected_tokens=expected)
-        conn = gate_client._Conn(meter, gate_client.Shape(api, "m", 4, expected))
+def feed(raw: bytes, cut: int, api: str = "native", expected: int = 10) -> gate_meter.Meter:
+    async def go() -> gate_meter.Meter:
+        meter = gate_meter.Meter(concurrency=1, expected_tokens=expected)
+        conn = gate_http.StreamConnection(meter, gate_http.Shape(api, "m", 4, expected))
         conn.transport = FakeTransport()  # type: ignore[assignment]
         fut = conn.send(b"GET / HTTP/1.1\r\n\r\n", True)
         for i in range(0, len(raw), cut):
@@ -208,9 +208,9 @@ def test_client_openai_usage(cut):
     ],
 )
 def test_client_errors_are_named(raw, needle):
-    async def go() -> gate_client.Meter:
-        meter = gate_client.Meter(concurrency=1, expected_tokens=10)
-        conn = gate_client._Conn(meter, gate_client.Shape("native", "m", 4, 10))
+    async def go() -> gate_meter.Meter:
+        meter = gate_meter.Meter(concurrency=1, expected_tokens=10)
+        conn = gate_http.StreamConnection(meter, gate_http.Shape("native", "m", 4, 10))
         conn.transport = FakeTransport()  # type: ignore[assignment]
         fut = conn.send(b"x", True)
         conn.data_received(raw)
@@ -234,8 +234,8 @@ def test_client_errors_are_named(raw, needle):
     ],
 )
 def test_bad_urls(url, needle):
-    with pytest.raises(gate_client.GateInputError, match=needle.replace("?", r"\?")):
-        gate_client.Target.from_url(url)
+    with pytest.raises(gate_http.GateInputError, match=needle.replace("?", r"\?")):
+        gate_http.Target.from_url(url)
 
 
 def body_of(request: bytes) -> bytes:
@@ -243,9 +243,9 @@ def body_of(request: bytes) -> bytes:
 
 
 def test_target_and_request_shape():
-    t = gate_client.Target.from_url("http://10.0.0.5:31000/prefix/")
+    t = gate_http.Target.from_url("http://10.0.0.5:31000/prefix/")
     assert (t.host, t.port, t.base_path) == ("10.0.0.5", 31000, "/prefix")
-    req = gate_client.build_request(t, gate_client.Shape("native", "m", 8, 16, api_key="k"), serial=3)
+    req = gate_http.build_request(t, gate_http.Shape("native", "m", 8, 16, api_key="k"), serial=3)
     head, body = req.split(b"\r\n\r\n", 1)
     assert head.startswith(b"POST /prefix/generate HTTP/1.1")
     assert b"authorization: Bearer k" in head
@@ -253,19 +253,17 @@ def test_target_and_request_shape():
     assert len(obj["input_ids"]) == 8
     assert obj["sampling_params"] == {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0.0}
     other = json.loads(
-        gate_client.build_request(t, gate_client.Shape("native", "m", 8, 16), serial=4).split(b"\r\n\r\n")[1]
+        gate_http.build_request(t, gate_http.Shape("native", "m", 8, 16), serial=4).split(b"\r\n\r\n")[1]
     )
     assert other["input_ids"][0] != obj["input_ids"][0]  # no shared prefix between requests
-    oai = json.loads(
-        gate_client.build_request(t, gate_client.Shape("openai", "m", 8, 16), serial=1).split(b"\r\n\r\n")[1]
-    )
+    oai = json.loads(gate_http.build_request(t, gate_http.Shape("openai", "m", 8, 16), serial=1).split(b"\r\n\r\n")[1])
     assert oai["stream_options"]["include_usage"] is True
     assert oai["max_tokens"] == 16
 
 
 def test_raise_nofile_names_the_hard_limit(monkeypatch):
     monkeypatch.setattr(resource, "getrlimit", lambda _r: (1024, 4096))
-    with pytest.raises(gate_client.GateInputError, match="hard RLIMIT_NOFILE is 4096"):
+    with pytest.raises(gate_http.GateInputError, match="hard RLIMIT_NOFILE is 4096"):
         gate_client.raise_nofile(10_000)
     calls = []
     monkeypatch.setattr(resource, "setrlimit", lambda r, v: calls.append(v))
