@@ -15,7 +15,8 @@ The action plugin ``gpufleet.sglang.throughput_gate`` is a thin shell around the
   the file, never silently skipped (a skipped file could be the one that should have been chosen);
 - writes happen under a per-key ``fcntl`` lock, compare-and-swap against the baseline the run was
   compared with, and atomically (temp file, fsync, rename, fsync of the directory);
-- secrets (the API key, credentials in the URL) are masked in every string, escaped forms included.
+- secrets (the API key, credentials in the URL) are masked in every string, escaped forms included
+  (:mod:`secret_mask`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote, urlsplit
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
+
+# masking lives in secret_mask; re-exported for the throughput_gate action plugin, which imports it from here
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of  # noqa: F401
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
@@ -43,7 +46,6 @@ UNPINNED = "unpinned"
 # the request shape a baseline was measured with; a run with another shape is not comparable
 SHAPE_FIELDS = ("api", "concurrency", "requests_per_trial", "input_len", "output_len")
 LOCK_TIMEOUT_S = 60.0
-MASK = "********"
 # largest baseline file read (a real one is well under 4 KiB)
 MAX_BASELINE_BYTES = 1 << 20
 
@@ -589,76 +591,6 @@ def run_record(
     if accepted:
         record["accepted"] = accepted
     return record
-
-
-# --------------------------------------------------------------------------- secrets
-
-
-def secrets_of(url: object, api_key: object) -> list[str]:
-    """The strings never to show: the API key and the URL's user info (password, user:password)."""
-    found: list[str] = []
-    if isinstance(api_key, str) and api_key:
-        found.append(api_key)
-    if isinstance(url, str):
-        try:
-            parts = urlsplit(url)
-            password, netloc = parts.password, parts.netloc
-        except ValueError:
-            password, netloc = None, ""
-        if "@" in netloc:
-            userinfo = netloc.rsplit("@", 1)[0]
-            found.append(userinfo)
-            if ":" in userinfo:
-                found.append(userinfo.split(":", 1)[1])
-        if password:
-            found += [password, unquote(password)]
-    return list(dict.fromkeys(found))
-
-
-def _forms(secret: str) -> set[str]:
-    forms = {
-        secret,
-        repr(secret)[1:-1],
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        secret.encode("unicode_escape").decode("ascii"),
-        quote(secret, safe=""),
-        quote(secret),
-        unquote(secret),
-    }
-    forms |= {json.dumps(f)[1:-1] for f in list(forms)}  # escaped once more (a message quoting a message)
-    return {f for f in forms if f}
-
-
-# fields whose values come from a fixed vocabulary: never secrets, and masking a short key inside
-# them ("pass") would change what the play decides
-ENUM_FIELDS = frozenset({"verdict", "reason"})
-
-
-def _is_enum(value: object) -> bool:
-    return isinstance(value, str) and re.fullmatch(r"[a-z_]{1,40}", value) is not None
-
-
-def mask(value: object, secrets: list[str]) -> object:
-    """``value`` with every secret (and its escaped, quoted and JSON forms) replaced by :data:`MASK`
-    in every string value; dict keys and :data:`ENUM_FIELDS` values are structure, left as they are."""
-    forms = sorted({f for s in secrets for f in _forms(s)}, key=len, reverse=True)
-    if not forms:
-        return value
-
-    def walk(v: object) -> object:
-        if isinstance(v, str):
-            for f in forms:
-                if f in v:
-                    v = v.replace(f, MASK)
-            return v
-        if isinstance(v, dict):
-            return {k: x if k in ENUM_FIELDS and _is_enum(x) else walk(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
 
 
 # --------------------------------------------------------------------------- summary
