@@ -1,13 +1,20 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Crash-safe file replacement (stdlib only; runs on targets).
+"""Crash-safe file and symlink replacement (stdlib only; runs on targets and the controller).
+
+The one place the collection writes a file or repoints a link in place:
 
 ``replace_file`` writes the new bytes to a temporary file in the destination's directory,
 fsyncs it, gives it the mode and owner asked for, renames it over the destination and fsyncs
 the directory, so that after a crash or power loss the file is either the old or the new one,
 never a mix or empty. Any OS error (EROFS, EFBIG, ENOSPC, EACCES, ...) removes the temporary
 file and is raised as ``FileWriteError`` whose message names the path and the reason.
+
+``swap_symlink`` points a link at a new target the same way: a new link under a temporary name,
+renamed over the old one (there is never a moment without the link), then the directory fsynced.
+
+``fsync_dir`` makes a rename in a directory durable where the file system supports it.
 """
 
 from __future__ import annotations
@@ -22,8 +29,12 @@ import tempfile
 _DIR_FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
 
 
-class FileWriteError(Exception):
-    """A file could not be replaced; the message names the path and the reason."""
+class FileWriteError(OSError):
+    """A file or link could not be replaced; the message names the path and the reason.
+
+    An ``OSError`` (its ``errno`` is the one of the failed call), so that callers which handle
+    OS errors keep handling it; ``str()`` is the message.
+    """
 
     def __init__(self, message: str, errno_: int | None = None) -> None:
         super().__init__(message)
@@ -80,3 +91,32 @@ def replace_file(
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def swap_symlink(target: str, link: str, *, prefix: str = ".gpufleet.") -> bool:
+    """Point ``link`` at ``target`` atomically (creating it if missing); False when it already did.
+
+    The new link is made under a temporary name in ``link``'s directory and renamed over ``link``;
+    on error the temporary link is removed, ``link`` is as it was, and ``FileWriteError`` names both.
+    """
+    try:
+        if os.readlink(link) == target:
+            return False
+    except OSError:
+        pass  # missing, or not a link: replaced below
+    directory = os.path.dirname(os.path.abspath(link))
+    tmp = os.path.join(directory, f"{prefix}{os.path.basename(link)}.{os.getpid()}.tmp")
+    try:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
+        tmp = None
+        fsync_dir(directory)
+    except OSError as exc:
+        raise FileWriteError(f"cannot point {link} at {target}: {_describe(exc)}", exc.errno) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return True

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
 
 # masking lives in secret_mask; re-exported for the throughput_gate action plugin, which imports it from here
@@ -413,14 +414,6 @@ def baseline_document(
 # --------------------------------------------------------------------------- files
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def check_writable(directory: str, *, create: bool) -> str | None:
     """None when baselines can be written in ``directory``, else why not.
 
@@ -482,21 +475,8 @@ def locked(path: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file in the same directory, fsync, rename, fsync the directory."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+    """Replace ``path`` with ``text`` (mode 0644) crash-safely: :func:`atomic_file.replace_file`."""
+    replace_file(path, text.encode("utf-8"), mode=0o644)
 
 
 def append_line(path: str, line: str) -> None:

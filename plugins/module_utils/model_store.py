@@ -22,9 +22,10 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from typing import Any
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file, swap_symlink
 
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -159,38 +160,15 @@ def read_json(path: str, default: Any) -> Any:
 
 
 def write_json(path: str, data: Any) -> None:
-    """Atomic JSON write: temp file, fsync, rename."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Atomic JSON write (mode 0644), creating the directory: :func:`atomic_file.replace_file`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    replace_file(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"), mode=0o644)
 
 
 def point_link(link: str, target: str) -> bool:
-    """Point link at target (relative); True when it changed."""
-    try:
-        if os.readlink(link) == target:
-            return False
-    except FileNotFoundError:
-        pass
+    """Point link at target (relative), creating its directory; True when it changed."""
     os.makedirs(os.path.dirname(link), exist_ok=True)
-    tmp = f"{link}.tmp-{os.getpid()}"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
-    return True
+    return swap_symlink(target, link)
 
 
 def bytes_on_disk(base: str) -> int:

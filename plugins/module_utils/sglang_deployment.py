@@ -29,6 +29,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import (
+    FileWriteError,
+    fsync_dir,
+    replace_file,
+    swap_symlink,
+)
+
 MANIFEST = "manifest.json"
 CURRENT = "current"
 PREVIOUS = "previous"
@@ -119,47 +126,20 @@ def _link_target(root: str, name: str) -> str:
         raise DeploymentError(f"cannot read {os.path.join(root, name)}: {exc.strerror}") from exc
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _atomic_symlink(target: str, link: str) -> None:
     """Point link at target by renaming a new link over it (never a moment without the link)."""
-    directory = os.path.dirname(link)
-    tmp = os.path.join(directory, f".{os.path.basename(link)}.tmp-{os.getpid()}")
     try:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(target, tmp)
-        os.replace(tmp, link)
-        _fsync_dir(directory)
-    except OSError as exc:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise DeploymentError(f"cannot point {link} at {target}: {exc.strerror}") from exc
+        swap_symlink(target, link, prefix=".")
+    except FileWriteError as exc:
+        raise DeploymentError(str(exc)) from exc
 
 
 def atomic_write(path: str, content: bytes, mode: int, uid: int, gid: int) -> None:
-    """Write a file as a temp file in its directory, fsync, chmod/chown, rename, fsync the directory."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    """Replace a file crash-safely with the mode and owner given: :func:`atomic_file.replace_file`."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            os.fchown(handle.fileno(), uid, gid)
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(directory)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise DeploymentError(f"cannot write {path}: {exc.strerror}; the file is unchanged") from exc
+        replace_file(path, content, mode=mode, uid=uid, gid=gid, prefix=".")
+    except FileWriteError as exc:
+        raise DeploymentError(f"{exc}; the file is unchanged") from exc
 
 
 def load_manifest(root: str, dep_id: str) -> dict[str, Any]:
@@ -238,7 +218,7 @@ def _store(root: str, dep_id: str, manifest: dict[str, Any], files: list[FileSta
             os.path.join(tmp, MANIFEST), (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(), 0o600, 0, 0
         )
         os.rename(tmp, os.path.join(root, dep_id))
-        _fsync_dir(root)
+        fsync_dir(root)
     except (OSError, DeploymentError) as exc:
         for name in sorted(os.listdir(tmp), reverse=True) if os.path.isdir(tmp) else []:
             path = os.path.join(tmp, name)
@@ -385,7 +365,7 @@ def _restore(root: str, target: str, current: str, release_link: str, *, check: 
         if target != current:
             _atomic_symlink(target, os.path.join(root, CURRENT))
             os.unlink(os.path.join(root, PREVIOUS))
-            _fsync_dir(root)
+            fsync_dir(root)
     if target == current:
         return Outcome(
             bool(plan) or link_change,
