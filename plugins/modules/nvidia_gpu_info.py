@@ -173,170 +173,43 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nccl import NcclTopologyError, link_summary, nccl_env
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
-    GPU_INFO_FIELDS,
-    NvidiaParseError,
-    classify_smi_failure,
-    nvidia_device_majors,
-    parse_gpu_query,
-    parse_proc_devices,
-    parse_proc_version,
-    parse_query_csv,
-    parse_smi_versions,
-    parse_topo_matrix,
-    scan_device_nodes,
-)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_info import GpuInfoFailure, collect, empty_result
 
-QUERY_ARGS = ["--query-gpu=" + ",".join(GPU_INFO_FIELDS), "--format=csv,noheader,nounits"]
-
-
-def _read(module: AnsibleModule, path: str, what: str, result: dict) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError as exc:
-        module.fail_json(msg=f"cannot read {what} {path}: {exc.strerror}", **result)
-    return ""  # not reached
-
-
-def _resolve_smi(module: AnsibleModule, name: str) -> str | None:
-    if "/" in name:
-        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
-    return module.get_bin_path(name)
-
-
-def _run(module: AnsibleModule, argv: list[str]) -> tuple[int, str, str]:
-    return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
-
-
-def _short(text: str, limit: int = 400) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "..."
+ARGUMENT_SPEC = {
+    "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
+    "proc_version_path": {"type": "path", "default": "/proc/driver/nvidia/version"},
+    "proc_devices_path": {"type": "path", "default": "/proc/devices"},
+    "dev_dir": {"type": "path", "default": "/dev"},
+    "topology": {"type": "bool", "default": True},
+    "require_driver": {"type": "bool", "default": True},
+}
 
 
 def run_module() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
-            "proc_version_path": {"type": "path", "default": "/proc/driver/nvidia/version"},
-            "proc_devices_path": {"type": "path", "default": "/proc/devices"},
-            "dev_dir": {"type": "path", "default": "/dev"},
-            "topology": {"type": "bool", "default": True},
-            "require_driver": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    result: dict = {
-        "changed": False,
-        "kernel_module": {"loaded": False, "version": None, "flavour": None},
-        "driver_version": None,
-        "cuda_version": None,
-        "gpu_count": 0,
-        "gpus": [],
-        "device_majors": {},
-        "device_nodes": [],
-        "topology": None,
-        "links": None,
-        "nccl_env": {},
-    }
-    if not params["nvidia_smi_path"].strip():
-        module.fail_json(msg="nvidia_smi_path must not be empty", **result)
-    if not os.path.isdir(params["dev_dir"]):
-        module.fail_json(msg=f"dev_dir {params['dev_dir']} is not a directory", **result)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
-    proc_version = params["proc_version_path"]
+    def which(name: str) -> str | None:
+        if "/" in name:
+            return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+        return module.get_bin_path(name)
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
+
+    result = empty_result()
+    warnings: list[str] = []
+    failure = None
     try:
-        if os.path.exists(proc_version):
-            parsed = parse_proc_version(_read(module, proc_version, "kernel module version file", result), proc_version)
-            result["kernel_module"] = {"loaded": True, **parsed}
-        majors_text = _read(module, params["proc_devices_path"], "device list", result)
-        result["device_majors"] = nvidia_device_majors(parse_proc_devices(majors_text, params["proc_devices_path"]))
-    except NvidiaParseError as exc:
-        module.fail_json(msg=str(exc), **result)
-    result["device_nodes"] = scan_device_nodes(params["dev_dir"])
-
-    def driver_problem(message: str) -> None:
-        if params["require_driver"]:
-            module.fail_json(msg=message, **result)
-        module.warn(message)
-        module.exit_json(**result)
-
-    module_state = (
-        f"kernel module {result['kernel_module']['version']} ({result['kernel_module']['flavour']}) is loaded"
-        if result["kernel_module"]["loaded"]
-        else f"the NVIDIA kernel module is not loaded ({proc_version} does not exist)"
-    )
-    smi = _resolve_smi(module, params["nvidia_smi_path"])
-    if smi is None:
-        driver_problem(
-            f"nvidia-smi not found at {params['nvidia_smi_path']}; is the NVIDIA userspace driver installed? "
-            f"({module_state})"
-        )
-
-    rc, out, err = _run(module, [smi, *QUERY_ARGS])
-    query_cmd = f"{smi} {' '.join(QUERY_ARGS)}"
-    if rc != 0:
-        kind = classify_smi_failure(rc, out + err)
-        if kind == "driver_not_loaded":
-            driver_problem(
-                f"the NVIDIA driver is not loaded: nvidia-smi couldn't communicate with the NVIDIA driver "
-                f"(exit {rc}); {module_state}. Load the kernel module (modprobe nvidia) or install the driver."
-            )
-        elif kind == "version_mismatch":
-            driver_problem(
-                f"NVIDIA userspace and kernel module versions differ: {_short(out + err)} ({module_state}); "
-                "install the userspace driver at exactly the kernel module's version."
-            )
-        elif kind != "no_devices":
-            module.fail_json(msg=f"{query_cmd} failed with exit {rc}: {_short(out + err)}", rc=rc, **result)
-    if not result["kernel_module"]["loaded"]:
-        result["kernel_module"]["loaded"] = True  # nvidia-smi reached the driver although the file is absent
-        module.warn(f"{proc_version} does not exist, yet nvidia-smi reached the driver: kernel module version unknown")
-
-    try:
-        gpus = parse_gpu_query(out if rc == 0 else "", query_cmd)
-        query_driver = next(
-            (row["driver_version"] for row in parse_query_csv(out if rc == 0 else "", GPU_INFO_FIELDS)), None
-        )
-    except NvidiaParseError as exc:
-        module.fail_json(msg=f"unparsable output: {exc}", **result)
-    result["gpus"] = gpus
-    result["gpu_count"] = len(gpus)
-
-    version_cmds = ([smi, "-q", "-d", "COMPUTE"], [smi])
-    problems = []
-    for argv in version_cmds:
-        rc, out, err = _run(module, argv)
-        try:
-            if rc != 0:
-                raise NvidiaParseError(" ".join(argv), f"exit {rc}", _short(out + err))
-            versions = parse_smi_versions(out, " ".join(argv))
-        except NvidiaParseError as exc:
-            problems.append(str(exc))
-            continue
-        result["cuda_version"] = versions["cuda_version"]
-        result["driver_version"] = versions["driver_version"]
-        break
-    else:
-        module.fail_json(msg="cannot learn the CUDA version: " + "; ".join(problems), **result)
-    if query_driver:
-        result["driver_version"] = query_driver  # the per-GPU query is authoritative for the userspace version
-    if params["topology"] and gpus:
-        argv = [smi, "topo", "-m"]
-        rc, out, err = _run(module, argv)
-        if rc != 0:
-            module.fail_json(
-                msg=f"{' '.join(argv)} failed with exit {rc}: {_short(out + err)} (set topology: false to skip it)",
-                **result,
-            )
-        try:
-            result["topology"] = parse_topo_matrix(out, " ".join(argv))
-            result["links"] = link_summary(result["topology"])
-            result["nccl_env"] = nccl_env(result["topology"])
-        except (NvidiaParseError, NcclTopologyError) as exc:
-            module.fail_json(msg=f"unparsable output: {exc}", **result)
+        collect(result, module.params, which, run, warnings)
+    except GpuInfoFailure as exc:
+        failure = exc
+    for warning in warnings:
+        module.warn(warning)
+    if failure is not None:
+        if failure.driver and not module.params["require_driver"]:
+            module.warn(str(failure))  # a host without the driver, on purpose: what was learnt is the result
+        else:
+            module.fail_json(msg=str(failure), **failure.extra, **result)
     module.exit_json(**result)
 
 

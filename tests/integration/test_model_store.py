@@ -11,21 +11,18 @@ huggingface_hub from PyPI once per machine (the venv path is kept in GPUFLEET_CA
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ansible_runner
-import pytest
+
+if TYPE_CHECKING:  # the hub fixture is in conftest.py
+    from integration.conftest import HubStandIn
 
 REPO = Path(__file__).resolve().parents[2]
-HUB = REPO / "tests" / "standins" / "hf_hub.py"
 CACHE = Path(os.environ.get("GPUFLEET_CACHE", Path.home() / ".cache" / "gpufleet"))
 VENV = CACHE / "model-store-hf-venv"
-TOKEN = "hf_gated_secret_8c1f2e"
 
 PLAY = """
 - name: Model store
@@ -34,48 +31,6 @@ PLAY = """
   roles:
     - role: gpufleet.sglang.model_store
 """
-
-
-class Hub:
-    """The Hub stand-in in its own process."""
-
-    def __init__(self, tmp_path: Path, *flags: str) -> None:
-        self.log = tmp_path / f"hub-{time.monotonic_ns()}.jsonl"
-        port_file = tmp_path / f"hub-port-{time.monotonic_ns()}"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HUB), "--port-file", str(port_file), "--log", str(self.log), "--token", TOKEN, *flags],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 15
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"hub stand-in did not start: {self.proc.stderr.read().decode()}")
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{port_file.read_text()}"
-
-    def requests(self) -> list[dict]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def hub(tmp_path):
-    started: list[Hub] = []
-
-    def start(*flags: str) -> Hub:
-        h = Hub(tmp_path, *flags)
-        started.append(h)
-        return h
-
-    yield start
-    for h in started:
-        h.stop()
 
 
 class Run:
@@ -129,11 +84,11 @@ def run_role(tmp_path: Path, models: list[dict], check: bool = False, **more) ->
     return Run(runner)
 
 
-def model(hub: Hub, **more) -> dict:
+def model(hub: HubStandIn, **more) -> dict:
     return {"name": "tiny", "repo": "gpufleet-test/tiny-moe", "revision": "main", "endpoint": hub.url, **more}
 
 
-def downloads(h: Hub) -> list[dict]:
+def downloads(h: HubStandIn) -> list[dict]:
     return [r for r in h.requests() if "/resolve/" in r["path"] and r["method"] == "GET"]
 
 
@@ -229,9 +184,9 @@ def test_gated_repo_token_and_wrong_revision(tmp_path, hub):
     wrong = run_role(tmp_path, [gated], model_store_hf_token="hf_wrong_token_000")
     assert wrong.rc != 0
     assert "hf_wrong_token_000" not in wrong.output
-    ok = run_role(tmp_path, [gated], model_store_hf_token=TOKEN)
+    ok = run_role(tmp_path, [gated], model_store_hf_token=h.token)
     assert ok.rc == 0, ok.output
-    assert TOKEN not in ok.output
+    assert h.token not in ok.output
     assert all(r["auth"] == "present" for r in h.requests()[-7:])
     bad_rev = run_role(tmp_path, [model(h, revision="no-such-branch")])
     assert bad_rev.rc != 0
