@@ -365,26 +365,95 @@ def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, 
     }
 
 
-def run_module() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "store": {"type": "path", "required": True},
-            "name": {"type": "str", "required": True},
-            "repo": {"type": "str", "required": True},
-            "revision": {"type": "str", "default": "main"},
-            "source": {"type": "str", "choices": ["hub", "local"], "default": "hub"},
-            "endpoint": {"type": "str", "default": ""},
-            "local_path": {"type": "path"},
-            "include": {"type": "list", "elements": "str", "default": []},
-            "exclude": {"type": "list", "elements": "str", "default": []},
-            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
-            "refresh": {"type": "bool", "default": False},
-            "reserve_bytes": {"type": "int", "default": 1073741824},
-            "max_workers": {"type": "int", "default": 8},
-            "token": {"type": "str", "no_log": True},
+ARGUMENT_SPEC = {
+    "store": {"type": "path", "required": True},
+    "name": {"type": "str", "required": True},
+    "repo": {"type": "str", "required": True},
+    "revision": {"type": "str", "default": "main"},
+    "source": {"type": "str", "choices": ["hub", "local"], "default": "hub"},
+    "endpoint": {"type": "str", "default": ""},
+    "local_path": {"type": "path"},
+    "include": {"type": "list", "elements": "str", "default": []},
+    "exclude": {"type": "list", "elements": "str", "default": []},
+    "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+    "refresh": {"type": "bool", "default": False},
+    "reserve_bytes": {"type": "int", "default": 1073741824},
+    "max_workers": {"type": "int", "default": 8},
+    "token": {"type": "str", "no_log": True},
+}
+
+
+def no_stats() -> dict[str, Any]:
+    return {"downloaded_bytes": 0, "download_mb_per_s": 0.0, "verify_mb_per_s": 0.0, "refetched": []}
+
+
+def check_snapshot(
+    module: AnsibleModule, p: dict, commit: str, final: str, entries: list[dict], *, result: dict
+) -> tuple[dict[str, Any], bool]:
+    """Verify a snapshot already in the store; repair the files that fail (fetched again into
+    .partial, verified, moved over). Returns (stats, whether anything changed or would)."""
+    stats = no_stats()
+    partial = final + ".partial"
+    failures, checked, verify_s = ms.verify_all(final, entries, full=p["verify"] == "full")
+    if p["verify"] == "full":
+        stats["verify_mb_per_s"] = round(checked / max(verify_s, 1e-6) / 1048576, 1)
+    if not failures:
+        return stats, False
+    if module.check_mode:
+        result["would_refetch"] = sorted(failures)
+        return stats, True
+    stats = fetch_and_verify(module, p, commit, partial, [e for e in entries if e["path"] in failures])
+    for entry in entries:
+        if entry["path"] in failures:
+            os.replace(os.path.join(partial, entry["path"]), os.path.join(final, entry["path"]))
+    shutil.rmtree(partial)
+    stats["refetched"] = sorted(failures)
+    return stats, True
+
+
+def list_entries(module: AnsibleModule, api: Any, p: dict, commit: str) -> list[dict]:
+    """The files of the snapshot (from the local directory or the Hub), after include/exclude."""
+    try:
+        if p["source"] == "local":
+            entries = entries_from_local(p["local_path"], p["include"], p["exclude"])
+        else:
+            entries = entries_from_hub(api, p["repo"], commit, p["include"], p["exclude"])
+    except ms.ModelStoreError as exc:
+        module.fail_json(msg=f"model {p['name']}: {exc}")
+    except Exception as exc:
+        module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc))
+    if not entries:
+        module.fail_json(msg=f"model {p['name']}: no file of {p['repo']}@{commit} matches include/exclude")
+    return entries
+
+
+def fetch_snapshot(module: AnsibleModule, p: dict, commit: str, final: str, entries: list[dict]) -> dict[str, Any]:
+    """Download a new snapshot into .partial, verify it, write its marker and move it into place."""
+    partial = final + ".partial"
+    stats = fetch_and_verify(module, p, commit, partial, entries)
+    shutil.rmtree(os.path.join(partial, ".cache"), ignore_errors=True)
+    ms.write_json(
+        os.path.join(partial, ms.MARKER),
+        {
+            "repo": p["repo"],
+            "commit": commit,
+            "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "files": entries,
         },
-        supports_check_mode=True,
     )
+    os.replace(partial, final)
+    return stats
+
+
+def update_link(module: AnsibleModule, link: str, link_target: str) -> bool:
+    """Point the model's name at the snapshot; True when it changed (or would, in check mode)."""
+    if not module.check_mode:
+        return ms.point_link(link, link_target)
+    return os.path.islink(link) and os.readlink(link) != link_target
+
+
+def run_module() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if HF_IMPORT_ERROR:
         module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
     p = dict(module.params)
@@ -397,62 +466,22 @@ def run_module() -> None:
     refs_path = os.path.join(p["store"], ".gpufleet", "refs.json")
     commit, new_ref = resolve(module, api, p, refs_path)
     final = ms.snapshot_dir(p["store"], p["repo"], commit)
-    partial = final + ".partial"
     link = ms.current_link(p["store"], p["name"])
     link_target = os.path.relpath(final, os.path.dirname(link))
     result: dict[str, Any] = {"commit": commit, "model_path": final, "huggingface_hub": huggingface_hub.__version__}
     marker = ms.read_json(os.path.join(final, ms.MARKER), None)
-    stats = {"downloaded_bytes": 0, "download_mb_per_s": 0.0, "verify_mb_per_s": 0.0, "refetched": []}
-    changed = new_ref
     if marker is not None:
         entries = marker["files"]
-        failures, checked, verify_s = ms.verify_all(final, entries, full=p["verify"] == "full")
-        if p["verify"] == "full":
-            stats["verify_mb_per_s"] = round(checked / max(verify_s, 1e-6) / 1048576, 1)
-        if failures and not module.check_mode:
-            # repair in place: fetch the failing files into .partial, verify, move over
-            stats = fetch_and_verify(module, p, commit, partial, [e for e in entries if e["path"] in failures])
-            for entry in entries:
-                if entry["path"] in failures:
-                    os.replace(os.path.join(partial, entry["path"]), os.path.join(final, entry["path"]))
-            shutil.rmtree(partial)
-            stats["refetched"] = sorted(failures)
-            changed = True
-        elif failures:
-            changed = True
-            result["would_refetch"] = sorted(failures)
+        stats, changed = check_snapshot(module, p, commit, final, entries, result=result)
     else:
-        try:
-            if p["source"] == "local":
-                entries = entries_from_local(p["local_path"], p["include"], p["exclude"])
-            else:
-                entries = entries_from_hub(api, p["repo"], commit, p["include"], p["exclude"])
-        except ms.ModelStoreError as exc:
-            module.fail_json(msg=f"model {p['name']}: {exc}")
-        except Exception as exc:
-            module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc))
-        if not entries:
-            module.fail_json(msg=f"model {p['name']}: no file of {p['repo']}@{commit} matches include/exclude")
+        entries = list_entries(module, api, p, commit)
         changed = True
         if module.check_mode:
-            result["would_download_bytes"] = ms.space_needed(partial, entries)
+            stats = no_stats()
+            result["would_download_bytes"] = ms.space_needed(final + ".partial", entries)
         else:
-            stats = fetch_and_verify(module, p, commit, partial, entries)
-            shutil.rmtree(os.path.join(partial, ".cache"), ignore_errors=True)
-            ms.write_json(
-                os.path.join(partial, ms.MARKER),
-                {
-                    "repo": p["repo"],
-                    "commit": commit,
-                    "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "files": entries,
-                },
-            )
-            os.replace(partial, final)
-    if not module.check_mode:
-        changed = ms.point_link(link, link_target) or changed
-    elif os.path.islink(link) and os.readlink(link) != link_target:
-        changed = True
+            stats = fetch_snapshot(module, p, commit, final, entries)
+    changed = update_link(module, link, link_target) or changed or new_ref
     result.update(stats)
     result.update(
         changed=changed,

@@ -166,6 +166,42 @@ def _remove_journal(journal: str) -> None:
         fsync_dir(os.path.dirname(os.path.abspath(journal)))
 
 
+def _restore_entry(journal: str, root: str, entry: dict, check_mode: bool) -> bool:
+    """Put back the backup of a file that existed before the patch; True when it differed."""
+    target = _inside(root, entry["path"])
+    backup = _inside(os.path.join(journal, FILES_DIR), entry["path"])
+    data = _read(backup)
+    st = os.stat(backup)
+    if os.path.isfile(target) and not os.path.islink(target):
+        now = os.stat(target)
+        if _read(target) == data and stat.S_IMODE(now.st_mode) == stat.S_IMODE(st.st_mode):
+            return False
+    if not check_mode:
+        replace_file(target, data, mode=stat.S_IMODE(st.st_mode), prefix=".gpufleet-restore.", **_owner(st))
+    return True
+
+
+def _remove_entry(root: str, entry: dict, check_mode: bool) -> bool:
+    """Remove a file the patch created (and the directories it made, if empty); True when it existed."""
+    target = _inside(root, entry["path"])
+    existed = os.path.lexists(target)
+    if existed and not check_mode:
+        os.unlink(target)
+        fsync_dir(os.path.dirname(target))
+    for directory in reversed(entry.get("created_dirs", [])):
+        if not check_mode:
+            with contextlib.suppress(FileNotFoundError, OSError):
+                os.rmdir(_inside(root, directory))  # only if the patch left it empty
+    return existed
+
+
+def _finish(journal: str, check_mode: bool) -> None:
+    if check_mode:
+        _remove_scratch(journal)
+    else:
+        _remove_journal(journal)
+
+
 def recover(journal: str, root: str, check_mode: bool) -> dict:
     """Undo what journal.json lists; see the module description."""
     result = {"pending": False, "restored": [], "removed": [], "files": [], "changed": False}
@@ -174,41 +210,18 @@ def recover(journal: str, root: str, check_mode: bool) -> dict:
     entries = (_load(journal) or {}).get("entries")
     if entries is None:
         # No journal.json: killed before it was written, so nothing was patched yet.
-        if check_mode:
-            _remove_scratch(journal)
-        else:
-            _remove_journal(journal)
+        _finish(journal, check_mode)
         return result
     result["pending"] = True
     result["files"] = [e["path"] for e in entries]
     for entry in entries:
-        target = _inside(root, entry["path"])
         if entry["existed"]:
-            backup = _inside(os.path.join(journal, FILES_DIR), entry["path"])
-            data = _read(backup)
-            st = os.stat(backup)
-            if os.path.isfile(target) and not os.path.islink(target):
-                now = os.stat(target)
-                if _read(target) == data and stat.S_IMODE(now.st_mode) == stat.S_IMODE(st.st_mode):
-                    continue
-            result["restored"].append(entry["path"])
-            if not check_mode:
-                replace_file(target, data, mode=stat.S_IMODE(st.st_mode), prefix=".gpufleet-restore.", **_owner(st))
-        else:
-            if os.path.lexists(target):
-                result["removed"].append(entry["path"])
-                if not check_mode:
-                    os.unlink(target)
-                    fsync_dir(os.path.dirname(target))
-            for directory in reversed(entry.get("created_dirs", [])):
-                if not check_mode:
-                    with contextlib.suppress(FileNotFoundError, OSError):
-                        os.rmdir(_inside(root, directory))  # only if the patch left it empty
+            if _restore_entry(journal, root, entry, check_mode):
+                result["restored"].append(entry["path"])
+        elif _remove_entry(root, entry, check_mode):
+            result["removed"].append(entry["path"])
     result["changed"] = bool(result["restored"] or result["removed"])
-    if check_mode:
-        _remove_scratch(journal)
-    else:
-        _remove_journal(journal)
+    _finish(journal, check_mode)
     return result
 
 
