@@ -453,6 +453,78 @@ class _Slot:
         self.entries = list(entries)
 
 
+def _group(style: str, key: str) -> str:
+    """Where a managed key goes: ``raw`` (lxc.* keys, and every key of plain LXC) or ``plain``."""
+    return "raw" if style == "lxc" or key.startswith("lxc.") else "plain"
+
+
+def _check_merge_input(style: str, block: Sequence[Entry], settings: Sequence[Entry]) -> dict[str, str]:
+    """The settings as a dict, after refusing an unknown style, a setting twice, a setting in the block."""
+    if style not in STYLES:
+        raise LxcGpuError(f"unknown config style {style!r} (expected one of {', '.join(STYLES)})")
+    single: dict[str, str] = {}
+    for key, value in settings:
+        if key in single:
+            raise LxcGpuError(f"setting {key!r} given twice")
+        single[key] = value
+    clash = {k for k, _value in block} & set(single)
+    if clash:
+        raise LxcGpuError(f"key(s) {sorted(clash)} cannot be both a setting and a device entry")
+    return single
+
+
+def _keep_unmanaged(
+    main: Sequence[str], style: str, single: dict[str, str], owned: Callable[[str, str], bool]
+) -> tuple[list[str | _Slot], dict[str, _Slot], set[str]]:
+    """The lines kept as they are, settings updated in place (first one only), and a slot where the
+    first owned line of each group was; returns (kept, slots by group, settings seen)."""
+    kept: list[str | _Slot] = []
+    slots: dict[str, _Slot] = {}
+    seen: set[str] = set()
+    for line in main:
+        entry = _parse_line(line, style)
+        if entry is None:
+            kept.append(line)
+        elif entry[0] in single:
+            if entry[0] not in seen:
+                seen.add(entry[0])
+                cr = "\r" if line.endswith("\r") else ""
+                kept.append(_format((entry[0], single[entry[0]]), style) + cr)
+        elif owned(*entry):
+            group = _group(style, entry[0])
+            if group not in slots:
+                slots[group] = _Slot(group)
+                kept.append(slots[group])
+        else:
+            kept.append(line)
+    return kept, slots, seen
+
+
+def _place_new(
+    kept: list[str | _Slot], slots: dict[str, _Slot], new: list[Entry], block: Sequence[Entry], style: str
+) -> None:
+    """Fill the slots with the block, and put new settings and a block without a slot where PVE would."""
+    plain_block = sorted((e for e in block if _group(style, e[0]) == "plain"), key=lambda e: e[0])
+    raw_block = [e for e in block if _group(style, e[0]) == "raw"]
+    new_plain: list[list[Entry]] = [[e] for e in new if _group(style, e[0]) == "plain"]
+    if "plain" in slots:
+        slots["plain"].entries = plain_block
+    elif plain_block:
+        new_plain.append(plain_block)
+    for entries in new_plain:
+        kept.insert(_sorted_position(kept, entries[0][0], style), _Slot("plain", entries))
+    if "raw" in slots:
+        slots["raw"].entries = raw_block
+        appended = []
+    else:
+        appended = raw_block
+    appended += [e for e in new if _group(style, e[0]) == "raw"]
+    tail = len(kept)
+    while tail > 0 and isinstance(kept[tail - 1], str) and not str(kept[tail - 1]).strip():
+        tail -= 1
+    kept.insert(tail, _Slot("raw", appended))
+
+
 def merge_config(
     text: str,
     style: str,
@@ -468,62 +540,11 @@ def merge_config(
     entries go where PVE's writer would put them: its own keys sorted, raw ``lxc.*`` keys last
     (plain LXC: at the end). Merging the result again gives the same text.
     """
-    if style not in STYLES:
-        raise LxcGpuError(f"unknown config style {style!r} (expected one of {', '.join(STYLES)})")
-    single: dict[str, str] = {}
-    for key, value in settings:
-        if key in single:
-            raise LxcGpuError(f"setting {key!r} given twice")
-        single[key] = value
-    clash = {k for k, _value in block} & set(single)
-    if clash:
-        raise LxcGpuError(f"key(s) {sorted(clash)} cannot be both a setting and a device entry")
-
-    def group(key: str) -> str:
-        return "raw" if style == "lxc" or key.startswith("lxc.") else "plain"
-
+    single = _check_merge_input(style, block, settings)
     lines, final_newline, eol = split_lines(text)
     main, rest = _split_main(lines, style)
-    kept: list[str | _Slot] = []
-    slots: dict[str, _Slot] = {}
-    seen: set[str] = set()
-    for line in main:
-        entry = _parse_line(line, style)
-        if entry is None:
-            kept.append(line)
-        elif entry[0] in single:
-            if entry[0] not in seen:
-                seen.add(entry[0])
-                cr = "\r" if line.endswith("\r") else ""
-                kept.append(_format((entry[0], single[entry[0]]), style) + cr)
-        elif owned(*entry):
-            if group(entry[0]) not in slots:
-                slots[group(entry[0])] = _Slot(group(entry[0]))
-                kept.append(slots[group(entry[0])])
-        else:
-            kept.append(line)
-
-    plain_block = sorted((e for e in block if group(e[0]) == "plain"), key=lambda e: e[0])
-    raw_block = [e for e in block if group(e[0]) == "raw"]
-    new = [(k, v) for k, v in settings if k not in seen]
-    new_plain: list[list[Entry]] = [[e] for e in new if group(e[0]) == "plain"]
-    if "plain" in slots:
-        slots["plain"].entries = plain_block
-    elif plain_block:
-        new_plain.append(plain_block)
-    for entries in new_plain:
-        kept.insert(_sorted_position(kept, entries[0][0], style), _Slot("plain", entries))
-    if "raw" in slots:
-        slots["raw"].entries = raw_block
-        appended = []
-    else:
-        appended = raw_block
-    appended += [e for e in new if group(e[0]) == "raw"]
-    tail = len(kept)
-    while tail > 0 and isinstance(kept[tail - 1], str) and not str(kept[tail - 1]).strip():
-        tail -= 1
-    kept.insert(tail, _Slot("raw", appended))
-
+    kept, slots, seen = _keep_unmanaged(main, style, single, owned)
+    _place_new(kept, slots, [(k, v) for k, v in settings if k not in seen], block, style)
     out: list[str] = []
     for item in kept:
         if isinstance(item, _Slot):

@@ -403,14 +403,8 @@ _LINK_RE = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+|SOC|CNV)$")
 _AFFINITY_KEYS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 
 
-def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> dict:
-    """Parse ``nvidia-smi topo -m``.
-
-    Returns ``{"gpus": ["GPU0", ...], "nics": [...], "matrix": {"GPU0": {"GPU1": "NODE", ...}},
-    "affinity": {"GPU0": {"cpu_affinity": "0-15", "numa_affinity": "0", "gpu_numa_id": "N/A"}}}``.
-    The self cell (``X``) is left out of the matrix. ANSI underline codes and the legend are ignored.
-    """
-    lines = [_ANSI_RE.sub("", line) for line in text.splitlines()]
+def _topo_header(lines: list[str], text: str, source: str) -> tuple[int, list[str], list[str]]:
+    """(index of the header line, the device columns, the affinity columns after them)."""
     header_index = next((i for i, line in enumerate(lines) if line.strip().startswith("GPU0")), None)
     if header_index is None:
         raise NvidiaParseError(source, "no header line naming GPU0", _first_lines(text))
@@ -424,34 +418,54 @@ def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> dict:
     unknown = [cell for cell in extra if cell not in _AFFINITY_KEYS]
     if unknown:
         raise NvidiaParseError(source, f"unknown header column(s) {unknown}", lines[header_index])
+    return header_index, devices, extra
 
+
+def _topo_row(
+    line: str, devices: list[str], extra: list[str], source: str
+) -> tuple[str, dict[str, str], dict[str, str | None] | None]:
+    """(device, its links to the other devices, its affinity columns or None without any)."""
+    cells = [cell.strip() for cell in line.split("\t")]
+    name = cells[0]
+    if name not in devices:
+        raise NvidiaParseError(source, f"row {name!r} is not a device of the header ({', '.join(devices)})", line)
+    links = cells[1 : 1 + len(devices)]
+    if len(links) != len(devices) or any(not _LINK_RE.match(link) for link in links):
+        raise NvidiaParseError(source, f"row {name} does not hold {len(devices)} link types", line)
+    if links[devices.index(name)] != "X":
+        raise NvidiaParseError(source, f"row {name} has no 'X' on the diagonal", line)
+    peers = {peer: link for peer, link in zip(devices, links, strict=True) if peer != name}
+    if not extra:
+        return name, peers, None
+    rest = cells[1 + len(devices) :]
+    # nvidia-smi pads "NUMA Affinity" with an extra tab: drop empty cells when that aligns.
+    values = rest if len(rest) == len(extra) else [cell for cell in rest if cell]
+    if len(values) != len(extra):
+        raise NvidiaParseError(source, f"row {name} does not hold the columns {extra}", line)
+    row_affinity = {
+        _AFFINITY_KEYS[key]: (None if value in ("N/A", "") else value) for key, value in zip(extra, values, strict=True)
+    }
+    return name, peers, row_affinity
+
+
+def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> dict:
+    """Parse ``nvidia-smi topo -m``.
+
+    Returns ``{"gpus": ["GPU0", ...], "nics": [...], "matrix": {"GPU0": {"GPU1": "NODE", ...}},
+    "affinity": {"GPU0": {"cpu_affinity": "0-15", "numa_affinity": "0", "gpu_numa_id": "N/A"}}}``.
+    The self cell (``X``) is left out of the matrix. ANSI underline codes and the legend are ignored.
+    """
+    lines = [_ANSI_RE.sub("", line) for line in text.splitlines()]
+    header_index, devices, extra = _topo_header(lines, text, source)
     matrix: dict[str, dict[str, str]] = {}
     affinity: dict[str, dict[str, str | None]] = {}
     for line in lines[header_index + 1 :]:
-        if not line.strip():
+        if not line.strip() or line.startswith(("Legend:", "NIC Legend:")):
             break
-        if line.startswith(("Legend:", "NIC Legend:")):
-            break
-        cells = [cell.strip() for cell in line.split("\t")]
-        name = cells[0]
-        if name not in devices:
-            raise NvidiaParseError(source, f"row {name!r} is not a device of the header ({', '.join(devices)})", line)
-        links = cells[1 : 1 + len(devices)]
-        if len(links) != len(devices) or any(not _LINK_RE.match(link) for link in links):
-            raise NvidiaParseError(source, f"row {name} does not hold {len(devices)} link types", line)
-        if links[devices.index(name)] != "X":
-            raise NvidiaParseError(source, f"row {name} has no 'X' on the diagonal", line)
-        matrix[name] = {peer: link for peer, link in zip(devices, links, strict=True) if peer != name}
-        rest = cells[1 + len(devices) :]
-        if extra:
-            # nvidia-smi pads "NUMA Affinity" with an extra tab: drop empty cells when that aligns.
-            values = rest if len(rest) == len(extra) else [cell for cell in rest if cell]
-            if len(values) != len(extra):
-                raise NvidiaParseError(source, f"row {name} does not hold the columns {extra}", line)
-            affinity[name] = {
-                _AFFINITY_KEYS[key]: (None if value in ("N/A", "") else value)
-                for key, value in zip(extra, values, strict=True)
-            }
+        name, links, row_affinity = _topo_row(line, devices, extra, source)
+        matrix[name] = links
+        if row_affinity is not None:
+            affinity[name] = row_affinity
     missing = [device for device in devices if device not in matrix]
     if missing:
         raise NvidiaParseError(source, f"no row for {', '.join(missing)}", _first_lines(text, 4))
