@@ -374,11 +374,9 @@ def write_decision(
     accept: bool,
 ) -> tuple[bool, str]:
     """Whether this run's trials become the baseline, and why (pure)."""
-    values = result.get("valid_trial_values") or []
-    if not isinstance(values, list) or not all(_is_number(v) for v in values):
-        return False, "the run returned no valid trial values"
-    if len(values) < MIN_TRIALS:
-        return False, f"the run has {len(values)} valid trials; a baseline needs at least {MIN_TRIALS}"
+    problem = _trials_problem(result.get("valid_trial_values") or [])
+    if problem:
+        return False, problem
     verdict, reason = result.get("verdict"), result.get("reason")
     if accept:
         if reason in ("invalid_trials", "not_ready", "error", "below_floor", "check_mode"):
@@ -386,6 +384,19 @@ def write_decision(
         return True, "accepted on purpose (accept_baseline)"
     if result.get("failed") or verdict != "pass":
         return False, f"the gate did not pass ({verdict}/{reason})"
+    return _passing_decision(exact_exists=exact_exists, update=update)
+
+
+def _trials_problem(values: object) -> str | None:
+    """Why the run's trial values cannot be a baseline, or None."""
+    if not isinstance(values, list) or not all(_is_number(v) for v in values):
+        return "the run returned no valid trial values"
+    if len(values) < MIN_TRIALS:
+        return f"the run has {len(values)} valid trials; a baseline needs at least {MIN_TRIALS}"
+    return None
+
+
+def _passing_decision(*, exact_exists: bool, update: bool) -> tuple[bool, str]:
     if not exact_exists:
         return True, "first baseline for this key"
     if update:
@@ -431,6 +442,11 @@ def check_writable(directory: str, *, create: bool) -> str | None:
             return f"cannot create baseline directory {directory}: {exc.strerror or exc}"
     if not create:
         return None if os.access(directory, os.W_OK | os.X_OK) else f"baseline directory {directory} is not writable"
+    return _probe_write(directory)
+
+
+def _probe_write(directory: str) -> str | None:
+    """Write, fsync and remove a probe file in ``directory``; None when that worked, else why not."""
     try:
         fd, probe = tempfile.mkstemp(prefix=".gpufleet-probe-", dir=directory)
     except OSError as exc:
