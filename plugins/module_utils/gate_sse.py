@@ -120,6 +120,46 @@ def usage_tokens(obj: dict) -> int | None:
     return int(usage["completion_tokens"])
 
 
+def _native_stream(events: list[dict], incremental: bool) -> tuple[str, list[int], int | None, object]:
+    """(text, output ids, the last completion_tokens, finish reason) of native events."""
+    text = ""
+    ids: list[int] = []
+    tokens: int | None = None
+    finish = None
+    for ev in events:
+        meta = ev.get("meta_info") or {}
+        piece, piece_ids = ev.get("text", ""), ev.get("output_ids") or []
+        if incremental:
+            text += piece
+            ids.extend(piece_ids)
+        else:
+            if not piece.startswith(text):
+                raise SSEError("cumulative text shrank or changed between events (is the server incremental?)")
+            text, ids = piece, list(piece_ids)
+        ct = meta.get("completion_tokens")
+        if isinstance(ct, int):
+            if tokens is not None and ct < tokens:
+                raise SSEError(f"completion_tokens went backwards ({tokens} -> {ct})")
+            tokens = ct
+        finish = meta.get("finish_reason") or finish
+    return text, ids, tokens, finish
+
+
+def _openai_stream(events: list[dict]) -> tuple[str, int | None, object]:
+    """(text, the last usage.completion_tokens, finish reason) of OpenAI completion chunks."""
+    text = ""
+    tokens: int | None = None
+    finish = None
+    for ev in events:
+        for choice in ev.get("choices") or []:
+            text += choice.get("text") or ""
+            finish = choice.get("finish_reason") or finish
+        u = usage_tokens(ev)
+        if u is not None:
+            tokens = u
+    return text, tokens, finish
+
+
 def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> dict:
     """Decode a whole stream (for tests and diagnostics; the load client uses :class:`StreamChecker`).
 
@@ -134,34 +174,11 @@ def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> d
     events = [decode_event(p) for p in payloads[:-1]]
     if not events:
         raise SSEError("stream had no events before [DONE]")
-    text = ""
-    ids: list[int] = []
-    tokens: int | None = None
-    finish = None
-    for ev in events:
-        if api == "native":
-            meta = ev.get("meta_info") or {}
-            piece, piece_ids = ev.get("text", ""), ev.get("output_ids") or []
-            if incremental:
-                text += piece
-                ids.extend(piece_ids)
-            else:
-                if not piece.startswith(text):
-                    raise SSEError("cumulative text shrank or changed between events (is the server incremental?)")
-                text, ids = piece, list(piece_ids)
-            ct = meta.get("completion_tokens")
-            if isinstance(ct, int):
-                if tokens is not None and ct < tokens:
-                    raise SSEError(f"completion_tokens went backwards ({tokens} -> {ct})")
-                tokens = ct
-            finish = meta.get("finish_reason") or finish
-        else:
-            for choice in ev.get("choices") or []:
-                text += choice.get("text") or ""
-                finish = choice.get("finish_reason") or finish
-            u = usage_tokens(ev)
-            if u is not None:
-                tokens = u
+    if api == "native":
+        text, ids, tokens, finish = _native_stream(events, incremental)
+    else:
+        ids = []
+        text, tokens, finish = _openai_stream(events)
     if tokens is None:
         raise SSEError(
             "the server reported no completion_tokens (OpenAI API: send stream_options.include_usage)"
@@ -181,6 +198,14 @@ def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> d
         "finish_reason": finish,
         "events": len(events),
     }
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class StreamChecker:
@@ -264,13 +289,14 @@ class StreamChecker:
         meta = p[r + 14 : len(p) - 1]
         i = meta.rfind(_CT_KEY)
         m = _CT_VALUE.match(meta, i + 20) if i >= 0 else None
-        if m is None or _FLAT_OBJECT.fullmatch(meta) is None or _ERROR_KEY in meta or not meta.isascii():
+        if (
+            m is None
+            or _FLAT_OBJECT.fullmatch(meta) is None
+            or _ERROR_KEY in meta
+            or not meta.isascii()
+            or (not p.isascii() and not _valid_utf8(p))
+        ):
             return None
-        if not p.isascii():
-            try:
-                p.decode()
-            except UnicodeDecodeError:
-                return None
         self.head = p[:q]
         self.mid = p[q:r]
         self.meta_head = p[r : r + 14 + i + 20]
@@ -300,13 +326,13 @@ class StreamChecker:
             return None
         m = _INT_RE.match(p, r + len(meta_head))
         tail = self.meta_tail
-        if m is None or len(p) - m.end() != len(tail) or not p.endswith(tail):
+        if (
+            m is None
+            or len(p) - m.end() != len(tail)
+            or not p.endswith(tail)
+            or (not p.isascii() and not _valid_utf8(p[h:q]))
+        ):
             return None
-        if not p.isascii():
-            try:
-                p[h:q].decode()
-            except UnicodeDecodeError:
-                return None
         self.head = p[:q]
         self.mid = p[q:r]
         return int(m.group())
