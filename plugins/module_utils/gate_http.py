@@ -156,6 +156,27 @@ def build_request(target: Target, shape: Shape, serial: int) -> bytes:
     return head.encode() + payload
 
 
+def _chunk_size(line: bytes) -> int:
+    """The size on a chunk-size line (hex, extensions after ``;`` ignored)."""
+    try:
+        size = int(line.split(b";", 1)[0], 16)
+    except ValueError:
+        raise SSEError(f"bad chunked encoding (chunk size {line[:20]!r})") from None
+    if size < 0:
+        raise SSEError(f"bad chunked encoding (chunk size {line[:20]!r})")
+    return size
+
+
+def _trailers_complete(buf: bytes, i: int) -> bool:
+    """After the last chunk's size line (its CRLF at ``i``): whether the optional trailers and the
+    empty line that ends them have arrived (an error when they are larger than a response head)."""
+    if buf.find(b"\r\n\r\n", i) >= 0:
+        return True
+    if len(buf) - i > HEAD_MAX_BYTES:
+        raise SSEError(f"chunked trailers larger than {HEAD_MAX_BYTES} bytes")
+    return False
+
+
 class StreamConnection(asyncio.Protocol):
     """One keep-alive connection; one streamed request at a time.
 
@@ -286,18 +307,35 @@ class StreamConnection(asyncio.Protocol):
 
     def _parse_body(self, buf: bytes) -> None:
         if not self.chunked:
-            self.body += buf
-            if self.body_left >= 0 and len(self.body) >= self.body_left:
-                self._complete_plain(bytes(self.body[: self.body_left]))
+            self._plain_body(buf)
+            return
+        now = time.perf_counter()  # the events of one read arrived together
+        finished = self._decode_chunks(buf, now)
+        if self.status != 200:
+            self.body += self.sse
+            self.sse.clear()
+            if finished:
+                self._complete_plain(bytes(self.body))
             elif len(self.body) > self.max_event:
                 raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
             return
+        self._stream_events(finished, now)
+
+    def _plain_body(self, buf: bytes) -> None:
+        """A body that is not chunked (an error page, not a stream): collected up to its length."""
+        self.body += buf
+        if self.body_left >= 0 and len(self.body) >= self.body_left:
+            self._complete_plain(bytes(self.body[: self.body_left]))
+        elif len(self.body) > self.max_event:
+            raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
+
+    def _decode_chunks(self, buf: bytes, now: float) -> bool:
+        """Decode the chunks of ``buf`` into ``sse`` (whole one-event chunks straight to :meth:`_event`);
+        an incomplete end is kept in ``raw``. True when the last chunk (and its trailers) arrived."""
         stream = self.status == 200
-        now = time.perf_counter()  # the events of one read arrived together
         sse = self.sse
         pos = 0
         n = len(buf)
-        finished = False
         while pos < n:
             if self.chunk_left:
                 take = min(self.chunk_left, n - pos)
@@ -320,21 +358,10 @@ class StreamConnection(asyncio.Protocol):
                 if n - pos > 1024:
                     raise SSEError("bad chunked encoding (chunk size line too long)")
                 break
-            try:
-                size = int(buf[pos:i].split(b";", 1)[0], 16)
-            except ValueError:
-                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})") from None
-            if size < 0:
-                raise SSEError(f"bad chunked encoding (chunk size {buf[pos:i][:20]!r})")
-            if size == 0:
-                # last chunk; optional trailers end with an empty line
-                j = buf.find(b"\r\n\r\n", i)
-                if j < 0 and buf[i : i + 4] != b"\r\n\r\n":
-                    if n - i > HEAD_MAX_BYTES:
-                        raise SSEError(f"chunked trailers larger than {HEAD_MAX_BYTES} bytes")
-                    break
-                pos = (j + 4) if j >= 0 else n
-                finished = True
+            size = _chunk_size(buf[pos:i])
+            if size == 0:  # the last chunk
+                if _trailers_complete(buf, i):
+                    return True
                 break
             start = i + 2
             end = start + size
@@ -354,16 +381,13 @@ class StreamConnection(asyncio.Protocol):
                 continue
             pos = start
             self.chunk_left = size
-        if pos < n and not finished:
+        if pos < n:
             self.raw += buf[pos:]
-        if not stream:
-            self.body += sse
-            sse.clear()
-            if finished:
-                self._complete_plain(bytes(self.body))
-            elif len(self.body) > self.max_event:
-                raise SSEError(f"HTTP {self.status} response body larger than {self.max_event} bytes")
-            return
+        return False
+
+    def _stream_events(self, finished: bool, now: float) -> None:
+        """Hand the whole events in ``sse`` to :meth:`_event`; at the last chunk, end the request."""
+        sse = self.sse
         if sse:
             for payload in split_events(sse):
                 self._event(payload, now)
