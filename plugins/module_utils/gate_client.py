@@ -124,55 +124,53 @@ class LoadClient:
             deadline_s = trial_deadline(requests, conc, self.request_ceiling, self.connect_timeout)
         meter = Meter(concurrency=conc, expected_tokens=self.shape.output_len)
         remaining = [requests]
-        conns: list[StreamConnection] = meter.conns
         t0 = time.perf_counter()
-
-        async def worker() -> None:
-            conn: StreamConnection | None = None
-            first = True
-            while not meter.abort:
-                if remaining[0] <= 0:
-                    meter.mark_end()
-                    break
-                remaining[0] -= 1
-                if conn is None or conn.lost or conn.close_after:
-                    try:
-                        conn = await self._open(meter)
-                    except ConnectionError as exc:
-                        meter.error(str(exc))
-                        break
-                    conns.append(conn)
-                self.serial += 1
-                await conn.send(build_request(self.target, self.shape, self.serial), first)
-                first = False
-
-        trial_end = t0 + deadline_s
-        idle = self.request_timeout
-        ceiling = self.request_ceiling
-
-        async def watchdog() -> None:
-            while True:
-                await asyncio.sleep(0.25)
-                now = time.perf_counter()
-                if now >= trial_end and not meter.abort:
-                    meter.error(f"the trial ran past its deadline of {deadline_s:g}s")
-                for c in conns:
-                    if c.state == "idle":
-                        continue
-                    if now - c.request.t_progress > idle:
-                        c._fail(f"no progress (no new token) for {idle:g}s (request_timeout)")
-                    elif now - c.request.t_send > ceiling:
-                        c._fail(
-                            f"request still running after {ceiling:g}s, its hard ceiling "
-                            f"(request_timeout + output_len x {REQUEST_S_PER_TOKEN:g}s)"
-                        )
-
-        dog = asyncio.create_task(watchdog())
+        dog = asyncio.create_task(self._watchdog(meter, t0 + deadline_s, deadline_s))
         try:
-            await asyncio.gather(*(worker() for _worker in range(conc)))
+            await asyncio.gather(*(self._worker(meter, remaining) for _worker in range(conc)))
         finally:
             dog.cancel()
-            for c in conns:
+            for c in meter.conns:
                 if c.transport is not None:
                     c.transport.close()
         return trial_result(meter, t0, time.perf_counter(), measure)
+
+    async def _worker(self, meter: Meter, remaining: list[int]) -> None:
+        """One closed-loop worker: a request after another on its connection until none is left."""
+        conn: StreamConnection | None = None
+        first = True
+        while not meter.abort:
+            if remaining[0] <= 0:
+                meter.mark_end()
+                break
+            remaining[0] -= 1
+            if conn is None or conn.lost or conn.close_after:
+                try:
+                    conn = await self._open(meter)
+                except ConnectionError as exc:
+                    meter.error(str(exc))
+                    break
+                meter.conns.append(conn)
+            self.serial += 1
+            await conn.send(build_request(self.target, self.shape, self.serial), first)
+            first = False
+
+    async def _watchdog(self, meter: Meter, trial_end: float, deadline_s: float) -> None:
+        """Every 0.25 s: stop the trial past its deadline, fail requests without progress or past their ceiling."""
+        idle = self.request_timeout
+        ceiling = self.request_ceiling
+        while True:
+            await asyncio.sleep(0.25)
+            now = time.perf_counter()
+            if now >= trial_end and not meter.abort:
+                meter.error(f"the trial ran past its deadline of {deadline_s:g}s")
+            for c in meter.conns:
+                if c.state == "idle":
+                    continue
+                if now - c.request.t_progress > idle:
+                    c._fail(f"no progress (no new token) for {idle:g}s (request_timeout)")
+                elif now - c.request.t_send > ceiling:
+                    c._fail(
+                        f"request still running after {ceiling:g}s, its hard ceiling "
+                        f"(request_timeout + output_len x {REQUEST_S_PER_TOKEN:g}s)"
+                    )
