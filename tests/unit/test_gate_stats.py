@@ -28,9 +28,9 @@ def test_median():
 
 def test_exact_matches_scipy_on_random_cases_without_ties():
     rng = random.Random(20261130)
-    for _ in range(300):
-        a = [rng.gauss(100, 10) for _ in range(rng.randint(1, 12))]
-        b = [rng.gauss(rng.choice([90, 100, 110]), 10) for _ in range(rng.randint(1, 12))]
+    for _case in range(300):
+        a = [rng.gauss(100, 10) for _trial in range(rng.randint(1, 12))]
+        b = [rng.gauss(rng.choice([90, 100, 110]), 10) for _trial in range(rng.randint(1, 12))]
         u, p = mann_whitney_less(a, b)
         ref = scipy_stats.mannwhitneyu(a, b, alternative="less", method="exact")
         assert u == pytest.approx(ref.statistic, abs=1e-9)
@@ -56,8 +56,8 @@ def test_exact_with_ties_is_a_permutation_test():
 
 def test_large_samples_use_normal_approximation_like_scipy():
     rng = random.Random(7)
-    a = [rng.gauss(100, 10) for _ in range(30)]
-    b = [rng.gauss(103, 10) for _ in range(30)]
+    a = [rng.gauss(100, 10) for _trial in range(30)]
+    b = [rng.gauss(103, 10) for _trial in range(30)]
     p = mann_whitney_less(a, b)[1]
     ref = scipy_stats.mannwhitneyu(a, b, alternative="less", method="asymptotic", use_continuity=True)
     assert p == pytest.approx(ref.pvalue, rel=1e-6)
@@ -128,10 +128,10 @@ def test_false_fail_and_detection_rates():
     false_fail = 0
     detected = 0
     n = 200
-    for _ in range(n):
-        base = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(5)]
-        same = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(5)]
-        drop = [850 * (1 + rng.gauss(0, 0.03)) for _ in range(5)]
+    for _case in range(n):
+        base = [1000 * (1 + rng.gauss(0, 0.03)) for _trial in range(5)]
+        same = [1000 * (1 + rng.gauss(0, 0.03)) for _trial in range(5)]
+        drop = [850 * (1 + rng.gauss(0, 0.03)) for _trial in range(5)]
         false_fail += decide(same, base, tolerance=0.10, alpha=0.05).verdict == "fail"
         detected += decide(drop, base, tolerance=0.10, alpha=0.05).verdict == "fail"
     assert false_fail / n <= 0.01

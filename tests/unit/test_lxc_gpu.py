@@ -99,7 +99,7 @@ GOLDEN_CASES = {
 def _plan(text: str, **kwargs: object) -> str:
     host = rtx_host()
     nodes = select_device_nodes(host, resolve_gpu_selection("all", list(range(8))))
-    out, _ = plan_config(text, nodes=nodes, shm_size="64G", owned_majors={195, 510, 511}, **kwargs)  # type: ignore[arg-type]
+    out, _changes = plan_config(text, nodes=nodes, shm_size="64G", owned_majors={195, 510, 511}, **kwargs)  # type: ignore[arg-type]
     return out
 
 
@@ -116,7 +116,7 @@ def test_golden(golden: str) -> None:
 @pytest.mark.parametrize("golden", sorted(GOLDEN_CASES))
 def test_golden_is_a_fixed_point(golden: str) -> None:
     """Merging into the already merged config changes nothing (second run changed=0)."""
-    _, kwargs = GOLDEN_CASES[golden]
+    _source, kwargs = GOLDEN_CASES[golden]
     text = (GOLDEN / golden).read_text()
     assert _plan(text, **kwargs) == text
 
@@ -301,7 +301,7 @@ def test_switching_passthrough_replaces_the_other_flavour() -> None:
 def test_fewer_gpus_removes_stale_lines() -> None:
     raw = (GOLDEN / "ct101.raw.conf").read_text()
     nodes = select_device_nodes(rtx_host(), [1], include_caps=False)
-    out, _ = plan_config(raw, style="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
+    out, _changes = plan_config(raw, style="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
     assert "/dev/nvidia0 " not in out.split("\n[", maxsplit=1)[0]
     assert "c 195:0 rwm" not in out
     assert "c 511:1 rwm" not in out
@@ -325,7 +325,7 @@ def test_merge_rejects_bad_input() -> None:
 
 def test_empty_config_gets_sorted_pve_layout() -> None:
     nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
-    out, _ = plan_config("", style="proxmox", nodes=nodes, settings={"memory": "1024", "arch": "amd64"})
+    out, _changes = plan_config("", style="proxmox", nodes=nodes, settings={"memory": "1024", "arch": "amd64"})
     assert out.splitlines() == [
         "arch: amd64",
         "dev0: /dev/nvidia0,mode=0666",
@@ -398,16 +398,16 @@ def test_bind_mount_proxmox_takes_a_free_mp_slot_read_only_and_is_idempotent():
     once, entries = plan_config(text, style="proxmox", nodes=[], bind_mounts=mounts)
     assert ("mp1", "/srv/gpufleet/models,mp=/srv/models,ro=1") in entries
     assert "mp0: local-lvm:vm-101-disk-1,mp=/data,size=8G\n" in once  # not ours: kept
-    twice, _ = plan_config(once, style="proxmox", nodes=[], bind_mounts=mounts)
+    twice, _changes = plan_config(once, style="proxmox", nodes=[], bind_mounts=mounts)
     assert twice == once
 
 
 def test_bind_mount_lxc_line_and_removal_under_the_root():
     text = "lxc.uts.name = g\nlxc.mount.entry = /srv/other srv/other none bind,ro,create=dir 0 0\n"
-    with_store, _ = plan_config(text, style="lxc", nodes=[], bind_mounts=parse_bind_mounts(STORE))
+    with_store, _changes = plan_config(text, style="lxc", nodes=[], bind_mounts=parse_bind_mounts(STORE))
     assert "lxc.mount.entry = /srv/gpufleet/models srv/models none bind,ro,create=dir 0 0\n" in with_store
     # the list no longer names it: a mount under the managed root is removed, others stay
-    without, _ = plan_config(with_store, style="lxc", nodes=[], bind_mounts_root="/srv/gpufleet/models")
+    without, _changes = plan_config(with_store, style="lxc", nodes=[], bind_mounts_root="/srv/gpufleet/models")
     assert without == text
 
 

@@ -51,7 +51,7 @@ GENERATED_NEGATIONS = {"0.5.10": {"--no-experts-shared-outer-loras"}}
 
 def column(version: str) -> set[str]:
     index = VERSIONS.index(version)
-    return {flag for flag, (_, presence) in FLAGS.items() if presence[index] == "1"}
+    return {flag for flag, (_kind, presence) in FLAGS.items() if presence[index] == "1"}
 
 
 @pytest.mark.parametrize("version", ["0.5.8", "0.5.9", "0.5.10"])
@@ -81,8 +81,8 @@ def test_table_matches_real_parser(version, tmp_path):
         pytest.skip(f"SGLang {version} imports torchvision: the CPU parser venv cannot build its parser")
     flags = dump(version, tmp_path, PARSER_PYTHON)
     assert set(flags) == column(version)
-    _, table = build_table({version: flags})
-    for flag, (kind, _) in table.items():
+    _versions, table = build_table({version: flags})
+    for flag, (kind, _presence) in table.items():
         assert FLAGS[flag][0] == kind, f"{flag} in {version}: parser says {kind}, table says {FLAGS[flag][0]}"
 
 
@@ -91,5 +91,5 @@ def test_table_file_is_the_generator_output():
     table = {flag: (kind, presence) for flag, (kind, presence) in FLAGS.items()}
     assert TABLE.read_text() == render_table_module(list(VERSIONS), table)
     assert list(FLAGS) == sorted(FLAGS)
-    assert all(len(presence) == len(VERSIONS) and set(presence) <= {"0", "1"} for _, presence in FLAGS.values())
-    assert {kind for kind, _ in FLAGS.values()} <= {"bool", "optional", "list", "value"}
+    assert all(len(presence) == len(VERSIONS) and set(presence) <= {"0", "1"} for _kind, presence in FLAGS.values())
+    assert {kind for kind, _presence in FLAGS.values()} <= {"bool", "optional", "list", "value"}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Stand-in for NVIDIA's CUDA apt repository (developer.download.nvidia.com/compute/cuda/repos).
 
 What it stands in for: the signed, flat apt repository that NVIDIA publishes per distro and
