@@ -78,6 +78,18 @@ def build_repo(name: str, size_mb: float, version: int) -> dict[str, bytes]:
     }
 
 
+def file_headers(commit: str, entry: dict, size: int) -> dict[str, str]:
+    """The headers the Hub sends with a file (the LFS ones for a large file)."""
+    headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+    if "lfs" in entry:
+        headers["X-Linked-Etag"] = f'"{entry["lfs"]["oid"]}"'
+        headers["X-Linked-Size"] = str(size)
+        headers["ETag"] = f'"{entry["lfs"]["oid"]}"'
+    else:
+        headers["ETag"] = f'"{entry["oid"]}"'
+    return headers
+
+
 class Hub:
     """Repositories, revisions and the request log."""
 
@@ -236,21 +248,9 @@ class Handler(BaseHTTPRequestHandler):
             self._error(404, "EntryNotFound", f"{path} does not exist at {commit}", head)
             return
         data = files[path]
-        entry = tree_entry(path, data)
-        headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        if "lfs" in entry:
-            headers["X-Linked-Etag"] = f'"{entry["lfs"]["oid"]}"'
-            headers["X-Linked-Size"] = str(len(data))
-            headers["ETag"] = f'"{entry["lfs"]["oid"]}"'
-        else:
-            headers["ETag"] = f'"{entry["oid"]}"'
+        headers = file_headers(commit, tree_entry(path, data), len(data))
         if head:
-            self.send_response(200)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self._status = 200
+            self._send_head(200, headers, len(data))
             return
         start = 0
         status = 200
@@ -268,12 +268,19 @@ class Handler(BaseHTTPRequestHandler):
             cut = self.hub.cut_once.pop(path, None)
         if corrupt:
             body = bytes(b ^ 0xFF for b in body[:64]) + body[64:]
+        self._send_head(status, headers, len(body))
+        self._stream(body, cut)
+
+    def _send_head(self, status: int, headers: dict[str, str], length: int) -> None:
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         self.end_headers()
         self._status = status
+
+    def _stream(self, body: bytes, cut: str | None) -> None:
+        """Send ``body`` at the hub's rate; with ``cut``, drop the connection after that many bytes."""
         limit = int(cut) if cut is not None else len(body)
         chunk = 256 * 1024
         sent = 0
