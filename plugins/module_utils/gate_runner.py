@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 import time
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
     LoadClient,
@@ -45,6 +43,8 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
     summary_line,
     throttle_reasons,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask as redact  # noqa: F401 (module's name)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms, secrets_of
 
 READY_PATH = "/health_generate"
 
@@ -125,50 +125,9 @@ def run_deadlines(p: GateParams) -> Deadlines:
     )
 
 
-MIN_SECRET_PART = 6  # a piece of a secret split at control characters is masked from this length on
-MASK = "********"
-
-
 def secrets(p: GateParams) -> list[str]:
     """Every form in which a secret of ``p`` could appear in a message, longest first."""
-    raw: list[str] = []
-    if p.api_key:
-        raw.append(p.api_key)
-    userinfo = p.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
-    password = userinfo.partition(":")[2]
-    if password:
-        raw.append(password)
-    forms: set[str] = set()
-    for value in raw:
-        forms.update(
-            {
-                value,
-                repr(value)[1:-1],
-                json.dumps(value)[1:-1],
-                value.encode("unicode_escape").decode("ascii"),
-                value.encode("utf-8", "replace").decode("latin-1"),
-                quote(value, safe=""),
-                unquote(value),
-            }
-        )
-        forms.update(part for part in re.split(r"[\x00-\x1f\x7f]+", value) if len(part) >= MIN_SECRET_PART)
-    return sorted((f for f in forms if f), key=len, reverse=True)
-
-
-def redact(value: object, hidden: list[str]) -> object:
-    """``value`` (str, dict, list, tuple, nested) with every form of every secret replaced by a mask."""
-    if not hidden:
-        return value
-    if isinstance(value, str):
-        for secret in hidden:
-            if secret in value:
-                value = value.replace(secret, MASK)
-        return value
-    if isinstance(value, dict):
-        return {redact(k, hidden): redact(v, hidden) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v, hidden) for v in value]
-    return value
+    return secret_forms(secrets_of(p.url, p.api_key))
 
 
 def plan(p: GateParams) -> dict[str, object]:

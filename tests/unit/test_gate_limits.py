@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_limits as gl
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_http import Target
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask_url
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, mask_url
 
 
 def params(**kw) -> gr.GateParams:
@@ -126,7 +126,7 @@ def test_every_form_of_the_key_is_masked(key):
     text = repr(out)
     for part in ("plain-secret-key", "newline-secret", "backslash-secret", "unicode-secret", "url-password"):
         assert part not in text, (part, text)
-    assert gr.MASK in text
+    assert MASK in text
 
 
 def json_dumps(value: str) -> str:
