@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_throughput_gate import RATE, ROLE_PLAY, SHAPE, run_play, standin
+from test_throughput_gate import RATE, ROLE_PLAY, SHAPE, run_play
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
 
@@ -44,9 +44,6 @@ def role_vars(tmp_path: Path, url: str, *, version: str = "0.5.23", profile: str
     )
     v.update(more)
     return v
-
-
-serve = standin  # test_throughput_gate's stand-in fixture, under its own name in this module
 
 
 def key(version: str = "0.5.23", profile: str = "glm5-tp8") -> dict[str, str]:
@@ -87,8 +84,8 @@ def spread(median: float) -> list[float]:
 # --------------------------------------------------------------------------- never a baseline from < 5 trials
 
 
-def test_three_trial_run_never_writes_a_baseline(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_three_trial_run_never_writes_a_baseline(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url, throughput_gate_trials=3), TASK)
     assert r.rc != 0
     assert "trials=3: a baseline needs at least 5 trials" in r.res["msg"], r.res["msg"]
@@ -116,8 +113,8 @@ def test_three_trial_run_never_writes_a_baseline(tmp_path, serve):
 # --------------------------------------------------------------------------- choosing
 
 
-def test_prefix_profile_is_not_picked(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_prefix_profile_is_not_picked(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     # a 4x faster baseline of profile "glm5-tp8__x" (an earlier version): picking it would FAIL by -75%
     seed(tmp_path, spread(RATE * 4), version="0.5.9", profile="glm5-tp8__x")
     r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), TASK)
@@ -128,8 +125,8 @@ def test_prefix_profile_is_not_picked(tmp_path, serve):
     assert r.res["changed"] is True
 
 
-def test_upgrade_is_compared_with_the_highest_earlier_version(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_upgrade_is_compared_with_the_highest_earlier_version(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     seed(tmp_path, spread(RATE * 1.3), version="0.5.12.post1")  # the one to choose: this run is -23%
     seed(tmp_path, spread(RATE * 0.5), version="0.5.20")  # later: never a fallback
     newest = seed(tmp_path, spread(RATE), version="0.5.9")  # lower version, newest file
@@ -162,8 +159,8 @@ def test_upgrade_is_compared_with_the_highest_earlier_version(tmp_path, serve):
     ],
     ids=["empty", "corrupt", "foreign", "other-key"],
 )
-def test_unusable_baseline_is_named_before_any_load(tmp_path, serve, content, needle):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_unusable_baseline_is_named_before_any_load(tmp_path, standin, content, needle):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     p = Path(paths(tmp_path).baseline)
     p.parent.mkdir(parents=True)
     p.write_bytes(content)
@@ -181,8 +178,8 @@ def test_unusable_baseline_is_named_before_any_load(tmp_path, serve, content, ne
     assert "FAIL" in summary[0][1]
 
 
-def test_check_mode_plans_with_the_chosen_baseline_and_refuses_a_bad_one(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_check_mode_plans_with_the_chosen_baseline_and_refuses_a_bad_one(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     seed(tmp_path, spread(RATE), version="0.5.9")
     before = sorted(p.name for p in (tmp_path / "baselines").iterdir())
     r = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, server.url), TASK, check=True)
@@ -200,8 +197,8 @@ def test_check_mode_plans_with_the_chosen_baseline_and_refuses_a_bad_one(tmp_pat
     assert load_seen(server.url) == 0
 
 
-def test_read_only_directory_fails_before_the_load(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_read_only_directory_fails_before_the_load(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     base = tmp_path / "baselines"
     base.mkdir()
     immutable = os.geteuid() == 0  # root ignores modes: make the directory immutable instead
@@ -220,8 +217,8 @@ def test_read_only_directory_fails_before_the_load(tmp_path, serve):
 # --------------------------------------------------------------------------- concurrency
 
 
-def test_two_concurrent_runs_on_one_key(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE * 2))
+def test_two_concurrent_runs_on_one_key(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE * 2))
     results: dict[int, object] = {}
 
     def go(n: int) -> None:
@@ -247,12 +244,12 @@ def test_two_concurrent_runs_on_one_key(tmp_path, serve):
 # --------------------------------------------------------------------------- accepting a lower baseline
 
 
-def test_accept_a_lower_baseline_on_purpose(tmp_path, serve):
-    fast = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_accept_a_lower_baseline_on_purpose(tmp_path, standin):
+    fast = standin(STANDIN_TOKENS_PER_S=str(RATE))
     first = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, fast.url), TASK)
     assert first.rc == 0, first.output
     fast.stop()
-    slow = serve(STANDIN_TOKENS_PER_S=str(RATE * 0.7))
+    slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.7))
 
     no_reason = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, slow.url, throughput_gate_accept_baseline=True), TASK)
     assert no_reason.rc != 0
@@ -285,8 +282,8 @@ def test_accept_a_lower_baseline_on_purpose(tmp_path, serve):
     assert again.res["changed"] is False  # only the history grew
 
 
-def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, serve):
-    server = serve(STANDIN_TOKENS_PER_S=str(RATE))
+def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
     stored = seed(tmp_path, spread(RATE))
     before = stored.read_bytes()
     wider = role_vars(tmp_path, server.url, throughput_gate_concurrency=4, throughput_gate_requests_per_trial=8)
@@ -311,8 +308,8 @@ def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, serve):
 # --------------------------------------------------------------------------- secrets
 
 
-def test_no_secret_in_any_output_of_a_failing_run(tmp_path, serve):
-    server = serve("--api-key", "the-right-key", STANDIN_TOKENS_PER_S=str(RATE))
+def test_no_secret_in_any_output_of_a_failing_run(tmp_path, standin):
+    server = standin("--api-key", "the-right-key", STANDIN_TOKENS_PER_S=str(RATE))
     wrong_key = "Wr0ng-K3y-9f2c"
     injected_key = "Wr0ng-K3y\r\nX-Injected: yes"  # refused by the module before anything is sent
     password = "pa:ss@w0rd/%"

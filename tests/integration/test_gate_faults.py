@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from integration.test_throughput_gate import MODULE_PLAY, StandIn, run_play
+from integration.test_throughput_gate import MODULE_PLAY, run_play
 
 KEY = "gate-Secret-4711"
 MARGIN_S = 10.0
@@ -36,20 +36,6 @@ SHAPE = {
     "telemetry": False,
     "baseline": [1000.0] * 5,
 }
-
-
-@pytest.fixture
-def standin(tmp_path):
-    """Start SGLang stand-ins (tests/standins/sglang_api.py); all are stopped at the end."""
-    started: list[StandIn] = []
-
-    def start(*flags: str, **env: str) -> StandIn:
-        started.append(StandIn(tmp_path, *flags, **env))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def run_gate(tmp_path: Path, url: str, **args) -> tuple[object, float, str]:

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """throughput_gate module and role, driven by ansible-runner against localhost.
 
-The server is tests/standins/sglang_api.py (an SGLang HTTP stand-in) on a random loopback port;
+The server is tests/standins/sglang_api.py (an SGLang HTTP stand-in) on a random loopback port
+(the ``standin`` fixture of tests/integration/conftest.py);
 GPUs are tests/standins/nvidia-smi replaying an RTX PRO 6000 profile, with a state file that sets
 power and clock-event reasons. Loads are small and bounded (a few hundred requests per run).
 """
@@ -12,10 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,7 +22,6 @@ import ansible_runner
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
 NVIDIA_SMI = REPO / "tests" / "standins" / "nvidia-smi"
 PROFILE = REPO / "tests" / "standins" / "nvidia" / "profiles" / "rtxpro6000-8gpu.json"
 
@@ -58,59 +55,6 @@ ROLE_PLAY = """
   roles:
     - role: gpufleet.sglang.throughput_gate
 """
-
-
-class StandIn:
-    """The SGLang stand-in in its own process on a random loopback port."""
-
-    def __init__(self, tmp_path: Path, *flags: str, **env: str) -> None:
-        port_file = tmp_path / f"port-{time.monotonic_ns()}"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-        full_env.update(env)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(STANDIN),
-                *("--model-path", "test/model", "--host", "127.0.0.1", "--port", "0"),
-                *("--port-file", str(port_file), "--enable-metrics", *flags),
-            ],
-            env=full_env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"stand-in did not start: {self.proc.stderr.read().decode()}")
-            time.sleep(0.05)
-        self.port = int(port_file.read_text())
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def generation_tokens(self) -> float:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
-            for line in resp.read().decode().splitlines():
-                if line.startswith("sglang:generation_tokens_total"):
-                    return float(line.rsplit(" ", 1)[1])
-        raise AssertionError("stand-in /metrics has no sglang:generation_tokens_total")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def standin(tmp_path):
-    started: list[StandIn] = []
-
-    def start(*flags: str, **env: str) -> StandIn:
-        s = StandIn(tmp_path, *flags, **env)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
 
 
 class Result:
