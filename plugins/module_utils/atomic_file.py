@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import tempfile
+from collections.abc import Iterator
 
 # fsync on a directory is refused by some file systems (FUSE, for example PVE's pmxcfs, answers
 # EINVAL or ENOSYS): the rename is then as durable as that file system makes it.
@@ -57,6 +58,37 @@ def _describe(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+@contextlib.contextmanager
+def _temporary(failure: str) -> Iterator[list[str]]:
+    """Around making a temporary file or link and renaming it into place: the caller appends the
+    temporary's path to the yielded list and clears it once renamed. Whatever is still listed when
+    the block ends (an error, an interrupt) is removed; an OS error becomes FileWriteError("failure: reason")."""
+    pending: list[str] = []
+    try:
+        yield pending
+    except OSError as exc:
+        raise FileWriteError(f"{failure}: {_describe(exc)}", exc.errno) from exc
+    finally:
+        for tmp in pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _write_fd(fd: int, data: bytes, mode: int, uid: int | None, gid: int | None) -> None:
+    """Write all of ``data``, fsync, set owner and mode, close."""
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+        if uid is not None or gid is not None:
+            os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def replace_file(
     path: str,
     data: bytes,
@@ -68,29 +100,13 @@ def replace_file(
 ) -> None:
     """Atomically replace (or create) ``path`` with ``data``; see the module docstring."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
+    with _temporary(f"cannot write {path}") as pending:
         fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-            if uid is not None or gid is not None:
-                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
+        pending.append(tmp)
+        _write_fd(fd, data, mode, uid, gid)
         os.replace(tmp, path)
-        tmp = None
+        pending.clear()
         fsync_dir(directory)
-    except OSError as exc:
-        raise FileWriteError(f"cannot write {path}: {_describe(exc)}", exc.errno) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def swap_symlink(target: str, link: str, *, prefix: str = ".gpufleet.") -> bool:
@@ -106,17 +122,12 @@ def swap_symlink(target: str, link: str, *, prefix: str = ".gpufleet.") -> bool:
         pass  # missing, or not a link: replaced below
     directory = os.path.dirname(os.path.abspath(link))
     tmp = os.path.join(directory, f"{prefix}{os.path.basename(link)}.{os.getpid()}.tmp")
-    try:
+    with _temporary(f"cannot point {link} at {target}") as pending:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+        pending.append(tmp)
         os.symlink(target, tmp)
         os.replace(tmp, link)
-        tmp = None
+        pending.clear()
         fsync_dir(directory)
-    except OSError as exc:
-        raise FileWriteError(f"cannot point {link} at {target}: {_describe(exc)}", exc.errno) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     return True
