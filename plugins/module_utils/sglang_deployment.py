@@ -307,13 +307,23 @@ def restore_current(root: str, release_link: str, *, check: bool = False) -> Out
     return _restore(root, current, current, release_link, check=check)
 
 
-def _restore(root: str, target: str, current: str, release_link: str, *, check: bool) -> Outcome:
-    """Make the live files and release link those of deployment `target`, then make it current."""
-    previous = _link_target(root, PREVIOUS)
-    manifest = load_manifest(root, target)
-    release_dir = manifest["release_dir"]
-    if not os.path.isdir(release_dir):
-        raise DeploymentError(f"deployment {target} needs release {release_dir}, which is gone; nothing was changed")
+def _file_diff(path: str, before: bytes, after: bytes, secret: bool) -> dict[str, str]:
+    """A diff entry for a live file; a secret file's content is never shown."""
+    if secret:
+        return {
+            "before_header": path,
+            "after_header": path,
+            "before": "(secret: content not shown)\n",
+            "after": "(secret: content not shown)\n",
+        }
+    return {"before_header": path, "after_header": path, "before": _text(before), "after": _text(after)}
+
+
+def _restore_plan(
+    root: str, target: str, manifest: dict[str, Any]
+) -> tuple[list[tuple[dict[str, Any], bytes]], list[dict[str, str]]]:
+    """The files of deployment ``target`` that differ from the live ones, with their stored content,
+    and the diffs (changes nothing)."""
     plan: list[tuple[dict[str, Any], bytes]] = []
     diffs: list[dict[str, str]] = []
     for entry in manifest["files"]:
@@ -326,40 +336,39 @@ def _restore(root: str, target: str, current: str, release_link: str, *, check: 
         if live.key() == want:
             continue
         plan.append((entry, content))
-        if entry.get("secret") or live.secret:
-            diffs.append(
-                {
-                    "before_header": entry["path"],
-                    "after_header": entry["path"],
-                    "before": "(secret: content not shown)\n",
-                    "after": "(secret: content not shown)\n",
-                }
-            )
+        diffs.append(_file_diff(entry["path"], live.content, content, bool(entry.get("secret") or live.secret)))
+    return plan, diffs
+
+
+def _apply_plan(plan: list[tuple[dict[str, Any], bytes]]) -> None:
+    """Write (or remove, where the deployment had no such file) each planned file."""
+    for entry, content in plan:
+        if entry.get("absent"):
+            try:
+                os.unlink(entry["path"])
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise DeploymentError(f"cannot remove {entry['path']}: {exc.strerror}") from exc
         else:
-            diffs.append(
-                {
-                    "before_header": entry["path"],
-                    "after_header": entry["path"],
-                    "before": _text(live.content),
-                    "after": _text(content),
-                }
-            )
+            atomic_write(entry["path"], content, int(entry["mode"], 8), entry["uid"], entry["gid"])
+
+
+def _restore(root: str, target: str, current: str, release_link: str, *, check: bool) -> Outcome:
+    """Make the live files and release link those of deployment `target`, then make it current."""
+    previous = _link_target(root, PREVIOUS)
+    manifest = load_manifest(root, target)
+    release_dir = manifest["release_dir"]
+    if not os.path.isdir(release_dir):
+        raise DeploymentError(f"deployment {target} needs release {release_dir}, which is gone; nothing was changed")
+    plan, diffs = _restore_plan(root, target, manifest)
     try:
         link_now = os.readlink(release_link)
     except OSError:
         link_now = ""
     link_change = link_now != release_dir
     if not check:
-        for entry, content in plan:
-            if entry.get("absent"):
-                try:
-                    os.unlink(entry["path"])
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    raise DeploymentError(f"cannot remove {entry['path']}: {exc.strerror}") from exc
-            else:
-                atomic_write(entry["path"], content, int(entry["mode"], 8), entry["uid"], entry["gid"])
+        _apply_plan(plan)
         if link_change:
             _atomic_symlink(release_dir, release_link)
         if target != current:
