@@ -37,14 +37,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline impo
     choose,
     commit,
     make_key,
-    mask,
     read_file,
     run_record,
-    secrets_of,
     shape_mismatch,
     shape_of,
     write_decision,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
 
 MODULE = "gpufleet.sglang.throughput_gate"
 

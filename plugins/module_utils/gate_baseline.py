@@ -37,9 +37,6 @@ from dataclasses import dataclass, field
 from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
 
-# masking lives in secret_mask; re-exported for the throughput_gate action plugin, which imports it from here
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of  # noqa: F401
-
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
 # the model revision of a server that does not load a pinned snapshot from the model store

@@ -43,7 +43,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
     summary_line,
     throttle_reasons,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask as redact  # noqa: F401 (module's name)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms, secrets_of
 
 READY_PATH = "/health_generate"

@@ -333,12 +333,12 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
     GateParams,
     plan,
-    redact,
     run_gate,
     secrets,
     summary_row,
     validate,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask as redact
 
 ARGUMENT_SPEC = {
     "url": {"type": "str", "default": "http://127.0.0.1:30000"},

@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_limits as gl
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_http import Target
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, mask_url
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, mask, mask_url
 
 
 def params(**kw) -> gr.GateParams:
@@ -122,7 +122,7 @@ def test_every_form_of_the_key_is_masked(key):
         "pieces": " ".join(key.splitlines()),
         "url": "http://user:url-password@h:1",
     }
-    out = gr.redact({"msg": leaks, "list": [leaks["repr"]], leaks["raw"]: 1}, hidden)
+    out = mask({"msg": leaks, "list": [leaks["repr"]], leaks["raw"]: 1}, hidden)
     text = repr(out)
     for part in ("plain-secret-key", "newline-secret", "backslash-secret", "unicode-secret", "url-password"):
         assert part not in text, (part, text)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline
+from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import (
     MASK,
     mask,
@@ -53,10 +53,10 @@ def test_mask_keeps_structure_with_a_short_key():
     assert mask({"accepted": {"reason": "key ss leaked"}}, ["ss"]) == {"accepted": {"reason": "key ******** leaked"}}
 
 
-def test_gate_baseline_masks_with_the_same_functions():
-    # the action plugin imports them from gate_baseline: one implementation
-    assert gate_baseline.mask is mask
-    assert gate_baseline.secrets_of is secrets_of
+def test_the_module_masks_the_forms_of_the_same_secrets_as_the_action_plugin():
+    p = gate_runner.GateParams(url="http://u:pa%40ss@h:1", api_key="k3y-secret")
+    assert gate_runner.secrets(p) == secret_forms(secrets_of(p.url, p.api_key))
+    assert {"k3y-secret", "pa%40ss", "pa@ss", "u:pa%40ss"} <= set(gate_runner.secrets(p))
 
 
 def test_no_secret_leaves_the_value_as_it_is():
