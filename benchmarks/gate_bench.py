@@ -171,6 +171,7 @@ NOISE_MODELS = {"normal": _normal, "t3": _heavy, "slow 10%": _slow_tail}
 def simulated_gate(
     rng: random.Random,
     design: Design,
+    *,
     true_ratio: float,
     noise: float,
     model: str = "normal",

@@ -320,9 +320,7 @@ class Comparison:
         return asdict(self)
 
 
-def compare_samples(
-    a: list[float], b: list[float], *, alpha: float = 0.05, min_effect: float = 0.0
-) -> Comparison:
+def compare_samples(a: list[float], b: list[float], *, alpha: float = 0.05, min_effect: float = 0.0) -> Comparison:
     """Is ``b`` really better or worse than ``a``? Welch's t-test on log values (pure, stdlib only).
 
     Values are positive measurements where higher is better (tokens/s); each sample needs at least
@@ -410,9 +408,7 @@ class Design:
                 f"with tolerance {self.tolerance!r}"
             )
         if not 1 <= self.min_trials <= self.max_trials:
-            raise ValueError(
-                f"min_trials ({self.min_trials}) must be between 1 and max_trials ({self.max_trials})"
-            )
+            raise ValueError(f"min_trials ({self.min_trials}) must be between 1 and max_trials ({self.max_trials})")
         if self.trials < 1:
             raise ValueError(f"trials must be >= 1, got {self.trials!r}")
 
