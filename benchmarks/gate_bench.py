@@ -154,10 +154,11 @@ def _normal(rng: random.Random, noise: float) -> float:
 
 
 def _heavy(rng: random.Random, noise: float) -> float:
-    """Student's t with 3 degrees of freedom (variance 3), scaled to standard deviation ``noise``."""
+    """Heavy tails: Student's t with 3 degrees of freedom (variance 3) on log throughput, scaled to
+    standard deviation ``noise`` (on the log scale, so a throughput never goes below zero)."""
     z = rng.gauss(0.0, 1.0)
     chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(3))
-    return 1.0 + noise / math.sqrt(3.0) * z / math.sqrt(chi2 / 3.0)
+    return math.exp(noise / math.sqrt(3.0) * z / math.sqrt(chi2 / 3.0))
 
 
 def _slow_tail(rng: random.Random, noise: float) -> float:
@@ -243,7 +244,7 @@ def decisions(gates: int) -> None:
         for name in names:
             rng = random.Random(20261130 + i)  # the same seed for both designs: same baselines
             fail, mean, p95 = _row(rng, DESIGNS[name], gates, **condition)
-            cells.append(f" | {fail * 100:>8.3f}% {mean:>10.2f} {p95:>9}")
+            cells.append(f" | {fail * 100:>8.3f}% {mean:>10.3f} {p95:>9}")
         print(f"    {label:<38}" + "".join(cells))
     print(
         "    fail % is the false-fail rate where there is no change, the detection rate for a drop beyond the"
