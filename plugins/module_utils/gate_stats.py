@@ -259,7 +259,7 @@ def t_quantile(p: float, df: float) -> float:
         hi *= 2.0
         if hi > 1e12:
             break
-    for _ in range(200):
+    for _step in range(200):
         mid = (lo + hi) / 2.0
         if t_sf(mid, df) > q:
             lo = mid

@@ -215,8 +215,9 @@ def test_compare_samples_false_claims_are_rare():
 SEQ = Design()
 
 
-def verdicts(current, baseline=BASE, design=SEQ):
+def verdicts(current, baseline=None, design=SEQ):
     """evaluate() after each trial of ``current``: None (go on) or (verdict, reason, trials, stop)."""
+    baseline = BASE if baseline is None else baseline
     out = []
     for i in range(1, len(current) + 1):
         d = evaluate(current[:i], baseline, design)
@@ -224,7 +225,7 @@ def verdicts(current, baseline=BASE, design=SEQ):
     return out
 
 
-def first_verdict(current, baseline=BASE, design=SEQ):
+def first_verdict(current, baseline=None, design=SEQ):
     return next(v for v in verdicts(current, baseline, design) if v is not None)
 
 
