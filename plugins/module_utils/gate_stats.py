@@ -182,13 +182,18 @@ def decide(
         return make("pass", "baseline_insufficient")
     if threshold is None or p is None:  # unreachable: a non-empty baseline sets both
         raise ValueError("internal: baseline median or p-value missing")
+    return make(*_statistical_verdict(cur_med, threshold, p, alpha, clear_p))
+
+
+def _statistical_verdict(cur_med: float, threshold: float, p: float, alpha: float, clear_p: float) -> tuple[str, str]:
+    """(verdict, reason) against a usable baseline: the tolerance first, then the test's p-value."""
     if cur_med >= threshold:
-        return make("pass", "within_tolerance")
+        return "pass", "within_tolerance"
     if p < alpha:
-        return make("fail", "regression")
+        return "fail", "regression"
     if p >= clear_p:
-        return make("pass", "not_significant")
-    return make("unknown", "inconclusive")
+        return "pass", "not_significant"
+    return "unknown", "inconclusive"
 
 
 # --------------------------------------------------------------------------- Student's t (stdlib only)
@@ -495,6 +500,31 @@ def sequential_step(current: list[float], baseline: list[float], design: Design)
     )
 
 
+def _decided(current: list[float], base: list[float], design: Design, stop: str) -> Decision:
+    """:func:`decide` with the design's rule, marked with the trials used and why it stopped."""
+    d = decide(
+        current,
+        base,
+        tolerance=design.tolerance,
+        alpha=design.alpha,
+        min_output_tokens_per_s=design.min_output_tokens_per_s,
+    )
+    d.trials, d.stop = len(current), stop
+    return d
+
+
+def _fixed_round(current: list[float], base: list[float], design: Design) -> Decision | None:
+    """The fixed design (or any design without a usable baseline): decide after ``trials``, and
+    after a second round on UNKNOWN (fixed design only); None: measure one more valid trial."""
+    n = len(current)
+    if n < design.trials:
+        return None
+    d = _decided(current, base, design, "round" if n == design.trials else "extra_round")
+    if d.verdict == "unknown" and n < 2 * design.trials and design.name == "fixed":
+        return None
+    return d
+
+
 def evaluate(current: list[float], baseline: list[float] | None, design: Design) -> Decision | None:
     """The verdict after the valid trials so far, or None: measure one more valid trial (pure).
 
@@ -506,32 +536,14 @@ def evaluate(current: list[float], baseline: list[float] | None, design: Design)
     """
     design.check()
     base = list(baseline or [])
-    n = len(current)
-
-    def fixed_rule(stop: str) -> Decision:
-        d = decide(
-            current,
-            base,
-            tolerance=design.tolerance,
-            alpha=design.alpha,
-            min_output_tokens_per_s=design.min_output_tokens_per_s,
-        )
-        d.trials, d.stop = n, stop
-        return d
-
     if design.name == "fixed" or len(base) < MIN_TRIALS:
-        if n < design.trials:
-            return None
-        d = fixed_rule("round" if n == design.trials else "extra_round")
-        if d.verdict == "unknown" and n < 2 * design.trials and design.name == "fixed":
-            return None
-        return d
-    if n == 0:
+        return _fixed_round(current, base, design)
+    if not current:
         return None
     step = sequential_step(current, base, design)
     if step.decision == "continue":
         return None
-    d = fixed_rule(step.stop or "")
+    d = _decided(current, base, design, step.stop or "")
     seq = step.as_dict()
     d.sequential = seq
     if d.reason == "below_floor":
