@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -138,7 +137,7 @@ def accuracy(quick: bool) -> None:
             client = LoadClient(server.url, Shape("native", "", 16, out_len), 64, 60)
             asyncio.run(client.run_trial(64, 64, measure=False))
             values = []
-            for _ in range(3):
+            for _attempt in range(3):
                 r = asyncio.run(client.run_trial(requests))
                 if r.errors:
                     raise SystemExit(f"accuracy run failed: {r.errors}")
@@ -161,7 +160,7 @@ def _heavy(rng: random.Random, noise: float) -> float:
     """Heavy tails: Student's t with 3 degrees of freedom (variance 3) on log throughput, scaled to
     standard deviation ``noise`` (on the log scale, so a throughput never goes below zero)."""
     z = rng.gauss(0.0, 1.0)
-    chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(3))
+    chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _draw in range(3))
     return math.exp(noise / math.sqrt(3.0) * z / math.sqrt(chi2 / 3.0))
 
 
@@ -189,7 +188,7 @@ def simulated_gate(
     1000 x ``true_ratio``, each ``drift`` (a fraction) lower than the one before.
     """
     draw = NOISE_MODELS[model]
-    base = [1000.0 * draw(rng, noise) for _ in range(baseline_trials)]
+    base = [1000.0 * draw(rng, noise) for _trial in range(baseline_trials)]
     cur: list[float] = []
     while True:
         cur.append(1000.0 * true_ratio * (1.0 - drift * len(cur)) * draw(rng, noise))
@@ -205,7 +204,7 @@ def _p95(values: list[int]) -> int:
 def _row(rng: random.Random, design: Design, gates: int, **condition: object) -> tuple[float, float, int]:
     """(share of gates that fail, mean trials, 95th percentile of trials); UNKNOWN counts as a failure."""
     fails, counts = 0, []
-    for _ in range(gates):
+    for _gate in range(gates):
         verdict, n = simulated_gate(rng, design, **condition)  # type: ignore[arg-type]
         fails += verdict != "pass"
         counts.append(n)
@@ -344,7 +343,7 @@ def parse_cost(quick: bool) -> None:
         conn = gate_http.StreamConnection(meter, Shape("native", "", 16, tokens))
         conn.transport = Sink()  # type: ignore[assignment]
         t0 = time.process_time()
-        for _ in range(times):
+        for _replay in range(times):
             conn.send(b"", False)
             for data in reads:
                 conn.data_received(data)
@@ -352,7 +351,7 @@ def parse_cost(quick: bool) -> None:
             raise SystemExit(f"replay failed: {meter.errors}")
         return (time.process_time() - t0) / (times * tokens)
 
-    best = min(asyncio.run(replay(50 if quick else 300)) for _ in range(5))
+    best = min(asyncio.run(replay(50 if quick else 300)) for _round in range(5))
     print("(e) parse cost: a recorded 256-token cumulative native stream replayed into the client, no server")
     print(f"    {best * 1e6:.3f} us of client CPU per event ({1 / best:,.0f} events per CPU-second)")
 
