@@ -172,9 +172,9 @@ def test_student_t_matches_scipy(df):
 
 def test_compare_samples_matches_welch_on_logs():
     rng = random.Random(11)
-    for _ in range(50):
-        a = [rng.lognormvariate(7, 0.03) for _ in range(rng.randint(2, 9))]
-        b = [rng.lognormvariate(7 + rng.choice([-0.05, 0, 0.05]), 0.05) for _ in range(rng.randint(2, 9))]
+    for _case in range(50):
+        a = [rng.lognormvariate(7, 0.03) for _trial in range(rng.randint(2, 9))]
+        b = [rng.lognormvariate(7 + rng.choice([-0.05, 0, 0.05]), 0.05) for _trial in range(rng.randint(2, 9))]
         c = compare_samples(a, b)
         ref = scipy_stats.ttest_ind([math.log(x) for x in b], [math.log(x) for x in a], equal_var=False)
         assert c.p_better == pytest.approx(ref.pvalue / 2 if ref.statistic > 0 else 1 - ref.pvalue / 2, rel=1e-7)
@@ -203,9 +203,9 @@ def test_compare_samples_verdicts():
 def test_compare_samples_false_claims_are_rare():
     rng = random.Random(3)
     claims = sum(
-        compare_samples([rng.gauss(1000, 30) for _ in range(5)], [rng.gauss(1000, 30) for _ in range(5)]).verdict
+        compare_samples([rng.gauss(1000, 30) for _a in range(5)], [rng.gauss(1000, 30) for _b in range(5)]).verdict
         in ("better", "worse")
-        for _ in range(2000)
+        for _case in range(2000)
     )
     assert claims / 2000 <= 0.07  # alpha 0.05 (two-sided), with room for 2,000 draws
 
@@ -331,8 +331,8 @@ def test_design_settings_are_checked(changes, needle):
 
 def _simulate(rng, design, ratio, noise, gates):
     fails, trials = 0, []
-    for _ in range(gates):
-        base = [1000 * (1 + rng.gauss(0, noise)) for _ in range(5)]
+    for _gate in range(gates):
+        base = [1000 * (1 + rng.gauss(0, noise)) for _trial in range(5)]
         cur = []
         while True:
             cur.append(1000 * ratio * (1 + rng.gauss(0, noise)))
