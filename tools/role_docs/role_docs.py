@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check that each role's defaults, argument specs and README agree; write README variable tables.
 
     python tools/role_docs/role_docs.py check [ROLE ...]   # exit 1 and name every mismatch
