@@ -256,7 +256,7 @@ def check_readme(role: Role) -> list[str]:
     for name, shown in TABLE_ROW.findall(hand):
         if name not in options:
             continue
-        _, opt = options[name][0]
+        opt = options[name][0][1]
         if "default" not in opt:
             continue
         if not default_shown(opt, shown):
@@ -322,7 +322,7 @@ def roles_from(roles_dir: Path, names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("command", choices=["check", "write"])
     parser.add_argument("roles", nargs="*", help="role names (default: every role)")
     parser.add_argument("--roles-dir", type=Path, default=REPO / "roles", help=argparse.SUPPRESS)
