@@ -21,12 +21,14 @@ SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 # molecule scenarios run by `make test`, in order
 SCENARIOS ?= nvidia_driver_invalid nvidia_driver nvidia_driver_runfile cuda_toolkit proxmox_lxc_gpu sglang_server sglang_gateway fleet
 
-.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean
+.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
 	@echo "make test     everything CI runs (lint, sanity, unit, integration, molecule)"
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
+	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
+	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
 $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -62,6 +64,32 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
+	$(MAKE) --no-print-directory changelog-lint role-docs
+
+# --- changelog: antsibull-changelog, one fragment per change in changelogs/fragments/ -----------
+# (docs/CONTRIBUTING.md). CHANGELOG.md is generated: never edited by hand.
+changelog: venv
+	$(BIN)/antsibull-changelog generate
+
+# release manager: fold the fragments into changelogs/changelog.yaml under galaxy.yml's version
+# (while that version is unreleased, into its existing entry) and render CHANGELOG.md
+changelog-release: venv
+	$(BIN)/antsibull-changelog release --update-existing
+
+changelog-lint: venv
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+	@tmp=$$(mktemp); trap 'rm -f "$$tmp"' EXIT; \
+	$(BIN)/antsibull-changelog generate --output "$$tmp" --output-format md; \
+	diff -u CHANGELOG.md "$$tmp" >&2 || { echo "CHANGELOG.md differs from changelogs/changelog.yaml: it is generated, run 'make changelog' (entries go into changelogs/fragments/)" >&2; exit 1; }
+
+# defaults/main.yml, meta/argument_specs.yml and README.md of every role agree (tools/role_docs)
+role-docs: venv
+	$(PY) tools/role_docs/role_docs.py check
+
+# --- docs: HTML site with antsibull-docs and Sphinx, warnings are errors (tools/docsite/build.sh)
+docs: venv
+	bash tools/docsite/build.sh
 
 sanity: venv
 	bash tests/harness/sanity.sh
