@@ -78,7 +78,7 @@ unit: venv wheels
 	bash tests/harness/sglang-parser-venv.sh >/dev/null
 	$(BIN)/pytest -q tests/unit
 
-integration: venv harness wheels
+integration: venv images wheels
 	$(call stage,integration) $(BIN)/pytest -q tests/integration
 
 # MOLECULE_JOBS scenarios at a time; every scenario runs even when another fails, and make fails
