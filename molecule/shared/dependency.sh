@@ -9,8 +9,8 @@ project=${MOLECULE_PROJECT_DIRECTORY:?run by molecule}
 mkdir -p "$project/.cache/molecule-state/${MOLECULE_SCENARIO_NAME:?run by molecule}/proc"
 repo="$project/.cache/standin-apt"
 standins="$project/tests/standins"
-digest=$(cat "$standins/nvidia_apt/build_repo.py" "$standins/nvidia-smi" \
-             $(find "$standins/nvidia" -type f | LC_ALL=C sort) | sha256sum | cut -c1-16)
+mapfile -t inputs < <(find "$standins/nvidia" -type f | LC_ALL=C sort)
+digest=$(cat "$standins/nvidia_apt/build_repo.py" "$standins/nvidia-smi" "${inputs[@]}" | sha256sum | cut -c1-16)
 exec 9>"$repo.lock"
 flock 9
 if [[ -d "$repo" && "$(cat "$repo.stamp" 2>/dev/null)" == "$digest" ]]; then
