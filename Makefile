@@ -84,9 +84,10 @@ integration: venv images wheels
 # MOLECULE_JOBS scenarios at a time; every scenario runs even when another fails, and make fails
 # if any did (xargs exits 123)
 molecule: venv images
-	@printf '%s\n' $(SCENARIOS) | xargs -P $(MOLECULE_JOBS) -I{} \
-	  bash -c 'echo "=== molecule test -s $$0"; start=$$SECONDS; \
-	    $(call stage,molecule-$$0) $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
+	@printf '%s\n' $(SCENARIOS) | xargs -P $(MOLECULE_JOBS) -I{} bash -c \
+	  $(if $(STAGE),'bash tests/harness/stage.sh molecule-$$0 $(BIN)/molecule test -s $$0' {}, \
+	    'echo "=== molecule test -s $$0"; start=$$SECONDS; \
+	     $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {})
 
 # lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests and
 # the molecule scenarios at the same time, two scenarios at once: they wait mostly on containers
