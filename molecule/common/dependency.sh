@@ -4,9 +4,13 @@
 # rebuilt only when its inputs change (scenarios running at the same time share one build, under
 # a lock), and the scenario's simulated /proc under .cache/molecule-state/<scenario>/proc.
 # Both are mounted into the test hosts by the scenario's molecule.yml.
+#   usage (molecule.yml): command: bash ${MOLECULE_SCENARIO_DIRECTORY}/../common/dependency.sh
+#                                  ${MOLECULE_PROJECT_DIRECTORY} ${MOLECULE_SCENARIO_DIRECTORY}
+# (molecule substitutes these when it reads molecule.yml; the step's environment does not have them)
 set -euo pipefail
-project=${MOLECULE_PROJECT_DIRECTORY:?run by molecule}
-mkdir -p "$project/.cache/molecule-state/${MOLECULE_SCENARIO_NAME:?run by molecule}/proc"
+project=${1:?usage: dependency.sh PROJECT_DIR SCENARIO_DIR}
+scenario=$(basename "${2:?usage: dependency.sh PROJECT_DIR SCENARIO_DIR}")
+mkdir -p "$project/.cache/molecule-state/$scenario/proc"
 repo="$project/.cache/standin-apt"
 standins="$project/tests/standins"
 mapfile -t inputs < <(find "$standins/nvidia" -type f | LC_ALL=C sort)
