@@ -197,7 +197,7 @@ SURFACE_MODES = ("crash", "oom", "never_ready")
 
 def surface_value(flags: dict[str, object], name: str) -> str:
     """A flag's value as the surface compares it: text, ``"true"`` for a switch, ``"absent"``."""
-    value = flags.get(name.replace("-", "_"), None)
+    value = flags.get(name.replace("-", "_"))
     if value is None:
         return "absent"
     if value is True:
@@ -235,8 +235,11 @@ def surface_outcome(surface: dict[str, object], flags: dict[str, object]) -> dic
     """``{"mode": "serve", "tokens_per_s": r}`` or the first matching failure (pure; see the header)."""
     for failure in surface.get("failures", []):  # type: ignore[union-attr]
         if _matches(flags, failure.get("when", {})):
-            return {"mode": failure["mode"], "message": failure.get("message", failure["mode"]),
-                    "after_s": float(failure.get("after_s", 1.0))}
+            return {
+                "mode": failure["mode"],
+                "message": failure.get("message", failure["mode"]),
+                "after_s": float(failure.get("after_s", 1.0)),
+            }
     rate = float(surface["base_tokens_per_s"])  # type: ignore[arg-type]
     for name, table in (surface.get("factors") or {}).items():  # type: ignore[union-attr]
         rate *= float(table.get(surface_value(flags, name), 1.0))

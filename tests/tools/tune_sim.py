@@ -15,11 +15,12 @@ import random
 from pathlib import Path
 from typing import Any
 
+from standins import sglang_api
+
 from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import (
     CoordinateSearch,
     grid,
 )
-from standins import sglang_api
 
 SURFACE = Path(__file__).resolve().parents[1] / "standins" / "surfaces" / "tune.json"
 # the space the tests sweep on that surface (the molecule scenario uses a smaller one)
@@ -62,7 +63,13 @@ def true_rate(surface: dict[str, Any], base: dict[str, Any], setting: dict[str, 
 
 
 def evaluate(
-    surface: dict[str, Any], base: dict[str, Any], setting: dict[str, Any], rng: random.Random, trials: int, noise: float
+    surface: dict[str, Any],
+    base: dict[str, Any],
+    setting: dict[str, Any],
+    rng: random.Random,
+    *,
+    trials: int,
+    noise: float,
 ) -> dict[str, Any]:
     """What the action plugin would report for ``setting``: an outcome for CoordinateSearch.record."""
     out = sglang_api.surface_outcome(surface, stand_in_flags(base, setting))
@@ -95,13 +102,15 @@ def run_search(
     search = CoordinateSearch(space, base, budget_s=budget_s, min_gain=min_gain, max_passes=max_passes)
     spent = 0.0
     while (setting := search.next(spent)) is not None:
-        outcome = evaluate(surface, base, setting, rng, trials, noise)
+        outcome = evaluate(surface, base, setting, rng, trials=trials, noise=noise)
         spent += outcome["elapsed_s"]
         search.record(setting, outcome)
     return search.finish(), spent
 
 
-def grid_best(space: dict[str, list[Any]] = SPACE, base: dict[str, Any] = BASE_FLAGS) -> tuple[dict[str, Any], float, int]:
+def grid_best(
+    space: dict[str, list[Any]] = SPACE, base: dict[str, Any] = BASE_FLAGS
+) -> tuple[dict[str, Any], float, int]:
     """The true best setting of the full grid, its rate, and the grid's size."""
     surface = load()
     settings = grid(space)
@@ -114,4 +123,4 @@ def grid_seconds(space: dict[str, list[Any]] = SPACE, base: dict[str, Any] = BAS
     """Simulated time of measuring the full grid once."""
     surface = load()
     rng = random.Random(0)
-    return sum(evaluate(surface, base, s, rng, trials, 0.0)["elapsed_s"] for s in grid(space))
+    return sum(evaluate(surface, base, s, rng, trials=trials, noise=0.0)["elapsed_s"] for s in grid(space))
