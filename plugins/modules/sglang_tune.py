@@ -70,7 +70,8 @@ options:
     type: dict
     required: true
   gate:
-    description: Options of module gpufleet.sglang.throughput_gate for each measurement (url, shape, trials, telemetry...).
+    description:
+      - Options of module gpufleet.sglang.throughput_gate for each measurement (url, shape, trials, telemetry...).
     type: dict
     required: true
   journal:
