@@ -292,7 +292,7 @@ class ActionModule(ActionBase):
             if not ready.get("ready"):
                 return {
                     "status": failure_status(ready),
-                    "reason": str(ready.get("msg", ready.get("verdict"))),
+                    "reason": f"{ready.get('verdict', 'error')}: {ready.get('reason') or ready.get('msg')}",
                     "journal": list(ready.get("journal") or [])[-args["ready"]["journal_lines"] :],
                 }
         gate = self._module(GATE, dict(args["gate"], baseline=[], fail_on_unknown=False), task_vars)
