@@ -93,8 +93,9 @@ to find; the stand-in stands in for how real flags change a real server's throug
      "failures": [{"when": {"attention_backend": "fa3"}, "mode": "crash", "message": "..."}, ...]}
 
 Flag values are compared as text after the ``--config`` merge: a switch is ``"true"``, an absent flag
-``"absent"``. The rate is ``base_tokens_per_s`` x the factor of every flag's value (1 when not listed)
-x the factor of every interaction whose ``when`` matches; it replaces STANDIN_TOKENS_PER_S. The first
+``"absent"``. The rate is the base x the factor of every flag's value (1 when not listed) x the factor
+of every interaction whose ``when`` matches. The base is STANDIN_TOKENS_PER_S when set (so a lab keeps
+its rate for the profile it deploys), else the surface's ``base_tokens_per_s``. The first
 failure whose ``when`` matches decides the fate: ``crash`` (the message on stderr, exit 1 before
 listening, as a server refusing a backend at start), ``oom`` (after ``after_s`` seconds, default 1, a
 PyTorch ``CUDA out of memory`` error on stderr and exit 1, as a KV cache too large for the GPU), or
@@ -334,7 +335,10 @@ class Config:
         self.surface: dict[str, object] = {"mode": "serve"}
         surface_path = os.environ.get("STANDIN_SURFACE", "")
         if surface_path:
-            self.surface = surface_outcome(load_surface(surface_path), flags)
+            surface = load_surface(surface_path)
+            if self.rate > 0:
+                surface = dict(surface, base_tokens_per_s=self.rate)
+            self.surface = surface_outcome(surface, flags)
             print(f"STANDIN_SURFACE {json.dumps(self.surface, sort_keys=True)}", flush=True)
             if self.surface["mode"] == "serve":
                 self.rate = float(self.surface["tokens_per_s"])  # type: ignore[arg-type]

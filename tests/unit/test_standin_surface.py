@@ -69,9 +69,11 @@ def test_bad_surface_is_refused(tmp_path):
         sglang_api.load_surface(str(bad))
 
 
-def _run(tmp_path, *flags, timeout=15):
+def _run(tmp_path, *flags, rate=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
     env["STANDIN_SURFACE"] = str(SURFACE)
+    if rate is not None:
+        env["STANDIN_TOKENS_PER_S"] = str(rate)
     port_file = tmp_path / "port"
     proc = subprocess.Popen(
         [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file), *flags],
@@ -110,6 +112,19 @@ def test_never_ready_listens_but_stays_503(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health_generate", timeout=5)
         assert info.value.code == 503
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize(("rate", "expected"), [(None, 1350.0), (3740, 5049.0)])
+def test_the_rate_is_the_base_times_the_factors(tmp_path, rate, expected):
+    # STANDIN_TOKENS_PER_S, when set, is the base (a lab keeps its rate for the profile it deploys)
+    proc, _port_file = _run(tmp_path, "--max-running-requests", "1024", rate=rate)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("STANDIN_SURFACE ")
+        assert json.loads(line.split(" ", 1)[1]) == {"mode": "serve", "tokens_per_s": expected}
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
