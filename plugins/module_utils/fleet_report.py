@@ -19,6 +19,10 @@ import os
 from typing import Any
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 1) if values else None
+
+
 def _power(telemetry: object) -> tuple[float | None, float | None, float | None]:
     """(mean % of limit, mean W, limit W) over the GPUs of one run; None when not measured."""
     gpus = telemetry.get("gpus") if isinstance(telemetry, dict) else None
@@ -29,8 +33,7 @@ def _power(telemetry: object) -> tuple[float | None, float | None, float | None]
     ]
     watts = [g["avg_power_w"] for g in gpus if isinstance(g, dict) and g.get("avg_power_w") is not None]
     limits = [g["power_limit_w"] for g in gpus if isinstance(g, dict) and g.get("power_limit_w") is not None]
-    mean = lambda xs: round(sum(xs) / len(xs), 1) if xs else None  # noqa: E731
-    return mean(pct), mean(watts), (max(limits) if limits else None)
+    return _mean(pct), _mean(watts), (max(limits) if limits else None)
 
 
 def load_history(directory: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -20,8 +20,8 @@ description:
     gpufleet.sglang.sglang_server_ready) and measured with the throughput gate's module with O(gate)
     (same shape, same trials). Crashes, out-of-memory exits and missed readiness deadlines are recorded
     with the reason and the journal's tail; the search goes on.
-  - A candidate replaces the best so far when the gate's rule, read the other way round, says so: its
-    median is more than O(min_gain) above and a one-sided Mann-Whitney test gives p < O(alpha).
+  - A candidate replaces the best so far when the gate's rule, read the other way round, says so (its
+    median is more than O(min_gain) above and a one-sided Mann-Whitney test gives p < O(alpha)).
   - A candidate is only started while the time spent, plus the longest candidate so far, plus as much
     again for the restore, stays within O(budget_s).
   - Whatever happens once the sweep began, the node's recorded deployment is restored and made ready

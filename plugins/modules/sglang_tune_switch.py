@@ -15,7 +15,7 @@ description:
   - The node side of a sweep of server options (action gpufleet.sglang.sglang_tune, playbook tune.yml).
   - O(state=begin) checks that the node runs its recorded deployment (module gpufleet.sglang.sglang_deployment)
     byte for byte and writes the sweep journal O(journal) naming it. It refuses when a journal is already
-    there (an unfinished sweep: restore first) or when the live files differ from the record.
+    there (an unfinished sweep; restore first) or when the live files differ from the record.
   - O(state=check) writes O(config_text) to a private temporary directory and checks it with the
     installed SGLang's own parser (O(python) running O(check_script) with C(--config FILE)); nothing on the
     node changes. A refusal is returned as RV(ok=false) with the parser's message, not as a failure.

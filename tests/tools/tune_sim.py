@@ -79,15 +79,15 @@ def evaluate(
     rate = float(out["tokens_per_s"])
     return {
         "status": "measured",
-        "trials": [rate * (1.0 + rng.gauss(0.0, noise)) for _ in range(trials)],
+        "trials": [rate * (1.0 + rng.gauss(0.0, noise)) for _trial in range(trials)],
         "elapsed_s": START_S + trials * TRIAL_S,
         "power_pct": round(min(100.0, 30.0 + rate / 40.0), 1),
     }
 
 
 def run_search(
-    space: dict[str, list[Any]] = SPACE,
-    base: dict[str, Any] = BASE_FLAGS,
+    space: dict[str, list[Any]] | None = None,
+    base: dict[str, Any] | None = None,
     *,
     budget_s: float = 1e9,
     seed: int = 1,
@@ -97,6 +97,8 @@ def run_search(
     max_passes: int = 2,
 ) -> tuple[dict[str, Any], float]:
     """One simulated sweep. Returns (CoordinateSearch.finish(), simulated seconds spent)."""
+    space = SPACE if space is None else space
+    base = BASE_FLAGS if base is None else base
     surface = load()
     rng = random.Random(seed)
     search = CoordinateSearch(space, base, budget_s=budget_s, min_gain=min_gain, max_passes=max_passes)
@@ -109,9 +111,11 @@ def run_search(
 
 
 def grid_best(
-    space: dict[str, list[Any]] = SPACE, base: dict[str, Any] = BASE_FLAGS
+    space: dict[str, list[Any]] | None = None, base: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], float, int]:
     """The true best setting of the full grid, its rate, and the grid's size."""
+    space = SPACE if space is None else space
+    base = BASE_FLAGS if base is None else base
     surface = load()
     settings = grid(space)
     rated = [(true_rate(surface, base, s), s) for s in settings]
@@ -119,8 +123,12 @@ def grid_best(
     return best, rate, len(settings)
 
 
-def grid_seconds(space: dict[str, list[Any]] = SPACE, base: dict[str, Any] = BASE_FLAGS, trials: int = 5) -> float:
+def grid_seconds(
+    space: dict[str, list[Any]] | None = None, base: dict[str, Any] | None = None, trials: int = 5
+) -> float:
     """Simulated time of measuring the full grid once."""
+    space = SPACE if space is None else space
+    base = BASE_FLAGS if base is None else base
     surface = load()
     rng = random.Random(0)
     return sum(evaluate(surface, base, s, rng, trials=trials, noise=0.0)["elapsed_s"] for s in grid(space))
