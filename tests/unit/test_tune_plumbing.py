@@ -150,3 +150,17 @@ def test_power_pct_is_the_mean_over_gpus():
     )
     assert power_pct({"telemetry": {"available": False}}) is None
     assert power_pct({}) is None
+
+
+def test_role_argument_spec_and_defaults_agree():
+    import yaml  # noqa: PLC0415
+
+    role = Path(__file__).resolve().parents[2] / "roles" / "sglang_tune"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))["argument_specs"][
+        "main"
+    ]["options"]
+    assert set(options) == set(defaults)
+    for name, spec in options.items():
+        if "default" in spec:
+            assert spec["default"] == defaults[name], name
