@@ -129,7 +129,12 @@ class ActionModule(ActionBase):
         if checked.error_messages:
             return {"failed": True, "msg": "sglang_tune: " + "; ".join(checked.error_messages)}
         args = checked.validated_parameters
-        self._secrets = secrets_of(args["gate"].get("url"), args["server"]["api_key"] or None)
+        self._secrets = sorted(
+            set(secrets_of(args["gate"].get("url"), args["gate"].get("api_key")))
+            | set(secrets_of(None, args["server"]["api_key"])),
+            key=len,
+            reverse=True,
+        )
         try:
             result = self._sweep(args, task_vars)
         except (TuneError, SGLangArgsError, ServerConfigError) as exc:
