@@ -95,6 +95,7 @@ CHECK_SCRIPT = os.path.join(
 SWITCH = "gpufleet.sglang.sglang_tune_switch"
 READY = "gpufleet.sglang.sglang_server_ready"
 GATE = "gpufleet.sglang.throughput_gate"
+STOP = "ansible.builtin.systemd_service"
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory")
 
 
@@ -295,6 +296,8 @@ class ActionModule(ActionBase):
                 return {"status": "error", "reason": str(switched.get("msg"))}
             ready = self._module(READY, self._ready_args(args), task_vars)
             if not ready.get("ready"):
+                # a crash-looping or hung candidate stops here, not in the background of the next one
+                self._module(STOP, {"name": server["service"], "state": "stopped"}, task_vars)
                 return {
                     "status": failure_status(ready),
                     "reason": f"{ready.get('verdict', 'error')}: {ready.get('reason') or ready.get('msg')}",
