@@ -280,7 +280,7 @@ class CoordinateSearch:
             "p_best_vs_original": p_orig,
             "evaluated": len(self.entries),
             "measured": sum(1 for e in self.entries if e.status == MEASURED),
-            "failed": sum(1 for e in self.entries if e.status != MEASURED),
+            "not_measured": sum(1 for e in self.entries if e.status != MEASURED),
             "passes": self._pass,
             "stopped": self.stopped or "converged",
             "candidates": [e.as_dict() for e in self.entries],

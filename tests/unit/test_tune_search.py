@@ -160,3 +160,9 @@ def test_grid_and_describe():
     assert describe({"a": 1, "b": True}, {"a": 1, "b": None}) == "b=true"
     assert describe({"a": 1}, {"a": 1}) == "original"
     assert describe({"b": False}, {"b": None}) == "original"
+
+
+def test_the_result_has_no_key_ansible_reads_as_a_task_status():
+    # an action returns the result as the task result: "failed" or "changed" in it would be the task's
+    result, _spent = tune_sim.run_search()
+    assert not {"failed", "changed", "skipped", "unreachable"} & set(result)
