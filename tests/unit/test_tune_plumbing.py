@@ -113,7 +113,7 @@ def test_lookup_returns_the_flags_or_nothing(tmp_path):
     rc, out = _lookup(tmp_path, **args)
     assert rc == 0, out
     assert """msg: '{"max_running_requests": 1024}'""" in out
-    rc, out = _lookup(tmp_path, **dict(args, sglang_version="0.5.24"))
+    rc, out = _lookup(tmp_path, **{**args, "sglang_version": "0.5.24"})
     assert rc == 0, out
     assert "msg: '{}'" in out
     (tmp_path / "x.tuned.json").write_text("[]")

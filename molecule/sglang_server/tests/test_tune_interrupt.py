@@ -49,11 +49,11 @@ def test_sigint_mid_sweep_then_the_next_run_restores(host):
             time.sleep(0.5)
         assert state.get("state") == "candidate", "the sweep never switched to a candidate"
         os.killpg(sweep.pid, signal.SIGINT)
-        out, _ = sweep.communicate(timeout=120)
+        out = sweep.communicate(timeout=120)[0]
     finally:
         if sweep.poll() is None:
             os.killpg(sweep.pid, signal.SIGKILL)
-            sweep.communicate()
+            sweep.communicate(timeout=60)
     assert sweep.returncode != 0, out[-3000:]
     # left behind: the journal names the candidate; the candidate's options are live
     left = json.loads(host.file(JOURNAL).content_string)
@@ -61,7 +61,7 @@ def test_sigint_mid_sweep_then_the_next_run_restores(host):
     assert host.file(CONFIG).sha256sum != before
 
     again = _tune("-e", '{"sglang_tune_space": {"attention_backend": ["flashinfer"]}}')
-    out, _ = again.communicate(timeout=600)
+    out = again.communicate(timeout=600)[0]
     assert again.returncode == 0, out[-5000:]
     assert f"(candidate {state['candidate']})" in out
     assert not host.file(JOURNAL).exists
