@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Prepares this machine to run the test hosts: Podman (runc runtime, ulimits within the
 # machine's limits), debootstrap, LXC, GNU patch, dpkg-dev and the OpenSSH client (the lab's
-# Proxmox stand-in is reached over SSH). Idempotent; safe to re-run.
+# Proxmox stand-in is reached over SSH) and Debian's chromium (tests/unit/test_fleet_report.py opens
+# the fleet report in it headless; no browser is downloaded). Idempotent; safe to re-run.
 set -euo pipefail
 
 need=()
 for pair in podman:podman runc:runc debootstrap:debootstrap lxc-create:lxc patch:patch \
-            dpkg-scanpackages:dpkg-dev ssh:openssh-client ssh-keygen:openssh-client; do
+            dpkg-scanpackages:dpkg-dev ssh:openssh-client ssh-keygen:openssh-client \
+            chromium:chromium; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 if ((${#need[@]})); then

@@ -82,6 +82,25 @@ Knobs (environment):
     STANDIN_FAULT_EVERY       apply the fault to every N-th generation request (default 1 = all)
     STANDIN_FAULT_AFTER       only to requests after the first N generation requests (default 0)
     STANDIN_FAULT_COUNT       apply the fault at most N times (default 0 = no limit)
+    STANDIN_SURFACE           a JSON response surface (below): the server's rate and fate depend on its flags
+
+Response surface (``STANDIN_SURFACE=/path/surface.json``), so a sweep of server options has something
+to find; the stand-in stands in for how real flags change a real server's throughput or kill it::
+
+    {"base_tokens_per_s": 1000,
+     "factors": {"attention_backend": {"flashinfer": 1.0, "triton": 1.4}, ...},
+     "interactions": [{"when": {"attention_backend": "triton", "disable_cuda_graph": "true"}, "factor": 1.2}],
+     "failures": [{"when": {"attention_backend": "fa3"}, "mode": "crash", "message": "..."}, ...]}
+
+Flag values are compared as text after the ``--config`` merge: a switch is ``"true"``, an absent flag
+``"absent"``. The rate is the base x the factor of every flag's value (1 when not listed) x the factor
+of every interaction whose ``when`` matches. The base is STANDIN_TOKENS_PER_S when set (so a lab keeps
+its rate for the profile it deploys), else the surface's ``base_tokens_per_s``. The first
+failure whose ``when`` matches decides the fate: ``crash`` (the message on stderr, exit 1 before
+listening, as a server refusing a backend at start), ``oom`` (after ``after_s`` seconds, default 1, a
+PyTorch ``CUDA out of memory`` error on stderr and exit 1, as a KV cache too large for the GPU), or
+``never_ready`` (listens, but readiness stays 503 forever, as a hung JIT compile or NCCL init).
+The chosen rate or fate is printed on stdout as ``STANDIN_SURFACE <json>``.
 
 SIGTERM and SIGINT stop it cleanly (exit 0).
 """
@@ -174,6 +193,63 @@ def merge_config(argv: list[str]) -> list[str]:
     return merged + argv[:index] + argv[index + 2 :]
 
 
+SURFACE_MODES = ("crash", "oom", "never_ready")
+
+
+def surface_value(flags: dict[str, object], name: str) -> str:
+    """A flag's value as the surface compares it: text, ``"true"`` for a switch, ``"absent"``."""
+    value = flags.get(name.replace("-", "_"))
+    if value is None:
+        return "absent"
+    if value is True:
+        return "true"
+    return str(value)
+
+
+def _surface_text(want: object) -> str:
+    return str(want).lower() if isinstance(want, bool) else str(want)
+
+
+def _matches(flags: dict[str, object], when: dict[str, object]) -> bool:
+    return all(surface_value(flags, name) == _surface_text(want) for name, want in when.items())
+
+
+def load_surface(path: str) -> dict[str, object]:
+    """Read and check a response surface file (see the header); a bad one stops the stand-in."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            surface = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"sglang_api stand-in: STANDIN_SURFACE={path}: {exc}") from None
+    if not isinstance(surface, dict) or not isinstance(surface.get("base_tokens_per_s"), (int, float)):
+        raise SystemExit(f"sglang_api stand-in: STANDIN_SURFACE={path}: needs a mapping with base_tokens_per_s")
+    for failure in surface.get("failures", []):
+        if failure.get("mode") not in SURFACE_MODES:
+            raise SystemExit(
+                f"sglang_api stand-in: STANDIN_SURFACE={path}: failure mode {failure.get('mode')!r}; "
+                f"expected one of {', '.join(SURFACE_MODES)}"
+            )
+    return surface
+
+
+def surface_outcome(surface: dict[str, object], flags: dict[str, object]) -> dict[str, object]:
+    """``{"mode": "serve", "tokens_per_s": r}`` or the first matching failure (pure; see the header)."""
+    for failure in surface.get("failures", []):  # type: ignore[union-attr]
+        if _matches(flags, failure.get("when", {})):
+            return {
+                "mode": failure["mode"],
+                "message": failure.get("message", failure["mode"]),
+                "after_s": float(failure.get("after_s", 1.0)),
+            }
+    rate = float(surface["base_tokens_per_s"])  # type: ignore[arg-type]
+    for name, table in (surface.get("factors") or {}).items():  # type: ignore[union-attr]
+        rate *= float(table.get(surface_value(flags, name), 1.0))
+    for inter in surface.get("interactions", []):  # type: ignore[union-attr]
+        if _matches(flags, inter.get("when", {})):
+            rate *= float(inter.get("factor", 1.0))
+    return {"mode": "serve", "tokens_per_s": round(rate, 3)}
+
+
 def parse_flags(argv: list[str]) -> dict[str, object]:
     """Parse ``--flag [value]`` pairs; keys with dashes turned to underscores."""
     flags: dict[str, object] = {}
@@ -256,6 +332,18 @@ class Config:
         self.fault_after = int(_env_float("STANDIN_FAULT_AFTER", 0))
         self.fault_count = int(_env_float("STANDIN_FAULT_COUNT", 0))
         self.burst_steps = max(1, int(_env_float("STANDIN_BURST_STEPS", 8)))
+        self.surface: dict[str, object] = {"mode": "serve"}
+        surface_path = os.environ.get("STANDIN_SURFACE", "")
+        if surface_path:
+            surface = load_surface(surface_path)
+            if self.rate > 0:
+                surface = dict(surface, base_tokens_per_s=self.rate)
+            self.surface = surface_outcome(surface, flags)
+            print(f"STANDIN_SURFACE {json.dumps(self.surface, sort_keys=True)}", flush=True)
+            if self.surface["mode"] == "serve":
+                self.rate = float(self.surface["tokens_per_s"])  # type: ignore[arg-type]
+            elif self.surface["mode"] == "never_ready":
+                self.startup_delay = 1e9  # readiness never comes
 
 
 class Request:
@@ -975,6 +1063,18 @@ async def serve(cfg: Config) -> int:
 
 def main(argv: list[str]) -> int:
     cfg = Config(parse_flags(merge_config(argv)))
+    if cfg.surface["mode"] == "crash":
+        print(f"sglang_api stand-in (surface): {cfg.surface['message']}", file=sys.stderr, flush=True)
+        return 1
+    if cfg.surface["mode"] == "oom":
+        time.sleep(float(cfg.surface["after_s"]))  # type: ignore[arg-type]
+        print(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. "
+            f"(sglang_api stand-in (surface): {cfg.surface['message']})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     return asyncio.run(serve(cfg))
 
 

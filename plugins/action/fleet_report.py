@@ -1,0 +1,180 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Controller only: the fleet report (playbooks/report.yml), one self-contained HTML page.
+
+Reads the gate's history and the sweeps in ``baseline_dir`` (module_utils/fleet_report.py), draws
+three charts with matplotlib (SVG, embedded as data URIs: the page needs nothing else) and writes
+``dest`` atomically. Nothing runs on the managed hosts.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    load_history,
+    load_sweeps,
+    markers,
+    render_html,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import atomic_write
+
+ARGUMENT_SPEC = {
+    "baseline_dir": {"type": "path", "required": True},
+    "dest": {"type": "path", "required": True},
+    "title": {"type": "str", "default": "gpufleet.sglang fleet report"},
+}
+
+
+def _svg_uri(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The three charts as SVG data URIs (a chart without data says so in its picture)."""
+    import matplotlib  # noqa: PLC0415 - controller-only dependency (requirements.txt), loaded when used
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    out: dict[str, str] = {}
+    hosts = sorted({r["host"] for r in runs})
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for host in hosts:
+        pts = [
+            (_when(r["time"]), r["median_output_tokens_per_s"])
+            for r in runs
+            if r["host"] == host and r["median_output_tokens_per_s"] is not None
+        ]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=host)
+    for m in markers(runs):
+        ax.axvline(_when(m["time"]), color="grey", linestyle="--", linewidth=0.8)
+        ax.annotate(
+            f"{m['host']}: {m['label']}",
+            (_when(m["time"]), 0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=7,
+            va="bottom",
+            ha="right",
+            color="dimgrey",
+        )
+    ax.set_ylabel("output tok/s (median of trials)")
+    ax.set_ylim(bottom=0)
+    if hosts:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no gate runs yet", transform=ax.transAxes, ha="center")
+    fig.autofmt_xdate()
+    out["throughput"] = _svg_uri(fig)
+    plt.close(fig)
+
+    rows = [(h, c) for h in sorted(sweeps) for c in sweeps[h].get("candidates") or []]
+    fig, ax = plt.subplots(figsize=(11, max(2.5, 0.28 * len(rows) + 1)))
+    if rows:
+        labels = [f"{h}: {c.get('flags', '')}"[:90] for h, c in rows]
+        values = [c.get("median_output_tokens_per_s") or 0.0 for _h, c in rows]
+        colors = [
+            "tab:green"
+            if str(c.get("verdict", "")).startswith(("best", "original (best)"))
+            else ("tab:red" if c.get("status") != "measured" else "tab:blue")
+            for _h, c in rows
+        ]
+        ax.barh(range(len(rows)), values, color=colors)
+        ax.set_yticks(range(len(rows)), labels, fontsize=7)
+        ax.invert_yaxis()
+        for i, (_h, c) in enumerate(rows):
+            if c.get("status") != "measured":
+                ax.text(0, i, f" {c.get('status')}", va="center", fontsize=7, color="tab:red")
+        ax.set_xlabel("median output tok/s")
+    else:
+        ax.text(0.5, 0.5, "no sweeps yet (playbooks/tune.yml)", transform=ax.transAxes, ha="center")
+    out["sweeps"] = _svg_uri(fig)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(11, 3.5))
+    for host in hosts:
+        pts = [
+            (_when(r["time"]), r["power_pct_of_limit"])
+            for r in runs
+            if r["host"] == host and r["power_pct_of_limit"] is not None
+        ]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=host)
+    ax.axhline(100, color="tab:red", linewidth=1, label="power limit")
+    ax.axhline(50, color="tab:orange", linewidth=0.8, linestyle="--", label="under-use (50%)")
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("GPU power, % of limit")
+    ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    out["power"] = _svg_uri(fig)
+    plt.close(fig)
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        super().run(tmp, task_vars)
+        checked = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(self._task.args))
+        if checked.error_messages:
+            return {"failed": True, "msg": "fleet_report: " + "; ".join(checked.error_messages)}
+        args = checked.validated_parameters
+        directory = args["baseline_dir"]
+        if not os.path.isdir(directory):
+            return {"failed": True, "msg": f"fleet_report: {directory} is not a directory (the gate's baselines)"}
+        runs, problems = load_history(directory)
+        sweeps, sweep_problems = load_sweeps(directory)
+        problems += sweep_problems
+        result = {
+            "changed": False,
+            "runs": len(runs),
+            "sweeps": sorted(sweeps),
+            "problems": problems,
+            "dest": args["dest"],
+        }
+        if self._task.check_mode:
+            result["msg"] = f"check mode: would write {args['dest']} from {len(runs)} run(s), {len(sweeps)} sweep(s)"
+            return result
+        try:
+            pictures = charts(runs, sweeps)
+        except ImportError as exc:
+            return {
+                "failed": True,
+                "msg": f"fleet_report: matplotlib is needed on the controller (pip install -r requirements.txt): {exc}",
+            }
+        page = render_html(
+            args["title"],
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            directory,
+            runs=runs,
+            sweeps=sweeps,
+            charts=pictures,
+            problems=problems,
+        )
+        os.makedirs(os.path.dirname(os.path.abspath(args["dest"])), exist_ok=True)
+        atomic_write(args["dest"], page)
+        result.update(
+            changed=True,
+            msg=f"wrote {args['dest']}: {len(runs)} gate run(s), {len(sweeps)} sweep(s)"
+            + (f", {len(problems)} problem(s)" if problems else ""),
+        )
+        return result

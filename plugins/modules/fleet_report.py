@@ -1,0 +1,71 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_report
+short_description: Render the fleet's gate history and last sweeps as one self-contained HTML page
+version_added: "0.2.0"
+description:
+  - An action plugin; it runs on the controller only (plugins/action/fleet_report.py) and touches no host.
+  - Reads the throughput gate's history files (C(*.history.jsonl)) and the sweeps of tune.yml (C(*.sweep.json))
+    in O(baseline_dir), draws with matplotlib the output tok/s per host over time (new SGLang releases and model
+    revisions marked), the last sweep per host (tok/s per candidate) and the GPU power against the limit per run,
+    and writes O(dest) with the charts embedded (SVG data URIs) and the tables the charts come from.
+  - A line of a history file that is not a gate run record is listed on the page as a problem, not guessed.
+requirements:
+  - matplotlib on the controller (requirements.txt)
+author:
+  - gpufleet.sglang contributors (!UNKNOWN)
+options:
+  baseline_dir:
+    description: The gate's baseline directory on the controller (throughput_gate_baseline_dir).
+    type: path
+    required: true
+  dest:
+    description: The HTML file to write (atomically).
+    type: path
+    required: true
+  title:
+    description: Title of the page.
+    type: str
+    default: gpufleet.sglang fleet report
+attributes:
+  check_mode:
+    support: full
+    description: Reads the files and reports what it would write.
+"""
+
+EXAMPLES = r"""
+- name: Render the report
+  gpufleet.sglang.fleet_report:
+    baseline_dir: "{{ inventory_dir }}/.gpufleet/baselines"
+    dest: "{{ inventory_dir }}/.gpufleet/report.html"
+  run_once: true
+"""
+
+RETURN = r"""
+runs:
+  description: Gate runs read.
+  returned: always
+  type: int
+sweeps:
+  description: Hosts with a sweep.
+  returned: always
+  type: list
+  elements: str
+problems:
+  description: Lines or files that could not be read.
+  returned: always
+  type: list
+  elements: str
+dest:
+  description: The page written.
+  returned: always
+  type: str
+"""

@@ -1,0 +1,269 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_tune_switch
+short_description: Check, switch to and restore from a candidate SGLang server configuration (tune.yml)
+version_added: "0.2.0"
+description:
+  - The node side of a sweep of server options (action gpufleet.sglang.sglang_tune, playbook tune.yml).
+  - O(state=begin) checks that the node runs its recorded deployment (module gpufleet.sglang.sglang_deployment)
+    byte for byte and writes the sweep journal O(journal) naming it. It refuses when a journal is already
+    there (an unfinished sweep; restore first) or when the live files differ from the record.
+  - O(state=check) writes O(config_text) to a private temporary directory and checks it with the
+    installed SGLang's own parser (O(python) running O(check_script) with C(--config FILE)); nothing on the
+    node changes. A refusal is returned as RV(ok=false) with the parser's message, not as a failure.
+  - O(state=switch) updates the journal with the candidate first, then installs O(config_text) as
+    O(config_file) (same mode and owner, temp file and rename) and restarts O(service).
+  - O(state=restore) does nothing without a journal. With one, it restores the recorded deployment's files
+    (sglang_deployment C(restored)), restarts O(service) and removes the journal last, so an interrupted
+    restore is retried by the next run.
+author:
+  - gpufleet.sglang contributors (!UNKNOWN)
+options:
+  state:
+    description: What to do.
+    type: str
+    choices: [begin, check, switch, restore]
+    required: true
+  journal:
+    description: Path of the sweep journal on the node.
+    type: path
+    default: /opt/sglang/tune-journal.json
+  deployments_dir:
+    description: The deployment records (sglang_server_deployments_dir).
+    type: path
+    default: /opt/sglang/deployments
+  release_link:
+    description: The link that selects the running release.
+    type: path
+    default: /opt/sglang/current
+  service:
+    description: The server's systemd unit.
+    type: str
+    default: sglang-server
+  config_file:
+    description: The server's options file (C(--config)); required with O(state=switch).
+    type: path
+  config_text:
+    description: The candidate's options file text (holds the API key; never logged).
+    type: str
+  candidate:
+    description: A label of the candidate, kept in the journal.
+    type: str
+    default: ""
+  python:
+    description: The Python that imports the installed SGLang (O(state=check)).
+    type: path
+  check_script:
+    description: The text of the parser check script (roles/sglang_server/files/sglang_argv_check.py).
+    type: str
+  check_env:
+    description: Extra environment for the check.
+    type: dict
+    default: {}
+  check_timeout_s:
+    description: Deadline of the parser check.
+    type: int
+    default: 300
+attributes:
+  check_mode:
+    support: none
+    description: The sglang_tune action never calls it in check mode (a sweep in check mode only plans).
+notes:
+  - Stdlib only; runs on the target host as root.
+"""
+
+EXAMPLES = r"""
+- name: Restore the node after an interrupted sweep
+  gpufleet.sglang.sglang_tune_switch:
+    state: restore
+"""
+
+RETURN = r"""
+ok:
+  description: With O(state=check), whether SGLang's parser accepted the candidate.
+  returned: state is check
+  type: bool
+error:
+  description: With O(state=check), the parser's message when it refused the candidate.
+  returned: state is check
+  type: str
+original:
+  description: The recorded deployment the sweep started from (and restores to).
+  returned: state is begin or restore
+  type: str
+restored:
+  description: With O(state=restore), whether a journal was found and the node restored.
+  returned: state is restore
+  type: bool
+journal_found:
+  description: The journal found by O(state=restore) (state, original, candidate, times), if any.
+  returned: state is restore
+  type: dict
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment import (
+    DeploymentError,
+    query,
+    restore_current,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_journal import (
+    JournalError,
+    install,
+    read,
+    remove,
+    write,
+)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _systemctl(module: AnsibleModule, *args: str) -> None:
+    rc, _out, err = module.run_command(["systemctl", *args])
+    if rc != 0:
+        module.fail_json(msg=f"sglang_tune_switch: systemctl {' '.join(args)} failed (rc {rc}): {err.strip()}")
+
+
+def _check(module: AnsibleModule) -> dict:
+    p = module.params
+    for name in ("python", "check_script", "config_text"):
+        if not p[name]:
+            module.fail_json(msg=f"sglang_tune_switch: state=check needs {name}")
+    if not os.path.exists(p["python"]):
+        module.fail_json(
+            msg=f"sglang_tune_switch: {p['python']} does not exist: cannot check candidates with SGLang's parser"
+        )
+    tmp = tempfile.mkdtemp(suffix=".sglang-tune")
+    try:
+        path = os.path.join(tmp, "candidate.yaml")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(p["config_text"])
+        env = dict(os.environ, **{str(k): str(v) for k, v in p["check_env"].items()})
+        try:
+            proc = subprocess.run(
+                [p["python"], "-", "--", "--config", path],
+                input=p["check_script"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=p["check_timeout_s"],
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            module.fail_json(msg=f"sglang_tune_switch: SGLang's parser did not answer within {p['check_timeout_s']} s")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        out = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    except ValueError:
+        out = {}
+    if proc.returncode == 0:
+        return {"ok": True, "error": "", "warnings": out.get("warnings", [])}
+    if proc.returncode == 1:
+        return {"ok": False, "error": str(out.get("error") or proc.stderr.strip()[-500:])}
+    module.fail_json(
+        msg=f"sglang_tune_switch: SGLang's parser could not be built (rc {proc.returncode}): "
+        f"{out.get('error') or proc.stderr.strip()[-500:]}"
+    )
+    return {}
+
+
+def run_module() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["begin", "check", "switch", "restore"], "required": True},
+            "journal": {"type": "path", "default": "/opt/sglang/tune-journal.json"},
+            "deployments_dir": {"type": "path", "default": "/opt/sglang/deployments"},
+            "release_link": {"type": "path", "default": "/opt/sglang/current"},
+            "service": {"type": "str", "default": "sglang-server"},
+            "config_file": {"type": "path"},
+            "config_text": {"type": "str", "no_log": True},
+            "candidate": {"type": "str", "default": ""},
+            "python": {"type": "path"},
+            "check_script": {"type": "str"},
+            "check_env": {"type": "dict", "default": {}},
+            "check_timeout_s": {"type": "int", "default": 300},
+        },
+        required_if=[("state", "switch", ["config_file", "config_text"])],
+        supports_check_mode=False,
+    )
+    p = module.params
+    try:
+        if p["state"] == "check":
+            module.exit_json(changed=False, **_check(module))
+        journal = read(p["journal"])
+        if p["state"] == "begin":
+            if journal is not None:
+                module.fail_json(
+                    msg=f"sglang_tune_switch: a sweep journal is already there ({p['journal']}: {journal}); "
+                    "an earlier sweep did not finish. Restore first (state=restore, as tune.yml does)."
+                )
+            now = query(p["deployments_dir"])
+            if not now.current:
+                module.fail_json(
+                    msg=f"sglang_tune_switch: no recorded deployment under {p['deployments_dir']}: nothing to "
+                    "restore the node to after a sweep. Deploy it with playbooks/sglang.yml first."
+                )
+            drift = restore_current(p["deployments_dir"], p["release_link"], check=True)
+            if drift.changed:
+                module.fail_json(
+                    msg=f"sglang_tune_switch: the node's live files differ from its recorded deployment "
+                    f"{now.current} ({', '.join(drift.files_changed) or 'release link'}); a sweep would "
+                    "restore the record, not what runs. Deploy with playbooks/sglang.yml first."
+                )
+            write(p["journal"], {"state": "begun", "original": now.current, "candidate": "", "started": _now()})
+            module.exit_json(changed=True, original=now.current)
+        if p["state"] == "switch":
+            if journal is None:
+                module.fail_json(msg="sglang_tune_switch: state=switch without a journal (state=begin first)")
+            write(p["journal"], dict(journal, state="candidate", candidate=p["candidate"], switched=_now()))
+            install(p["config_file"], p["config_text"].encode("utf-8"), like=p["config_file"])
+            _systemctl(module, "reset-failed", p["service"])
+            _systemctl(module, "restart", p["service"])
+            module.exit_json(changed=True)
+        # restore
+        if journal is None:
+            module.exit_json(changed=False, restored=False, journal_found={}, original="")
+        outcome = restore_current(p["deployments_dir"], p["release_link"])
+        _systemctl(module, "daemon-reload")
+        _systemctl(module, "reset-failed", p["service"])
+        _systemctl(module, "restart", p["service"])
+        remove(p["journal"])
+        module.exit_json(
+            changed=True,
+            restored=True,
+            journal_found=journal,
+            original=outcome.current,
+            files_changed=outcome.files_changed,
+            msg=f"restored deployment {outcome.current} after sweep state {journal.get('state')!r}"
+            f"{' (candidate ' + journal['candidate'] + ')' if journal.get('candidate') else ''}",
+        )
+    except (DeploymentError, JournalError, OSError) as exc:
+        module.fail_json(msg=f"sglang_tune_switch: {exc}")
+
+
+def main() -> None:
+    run_module()
+
+
+if __name__ == "__main__":
+    main()

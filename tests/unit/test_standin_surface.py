@@ -1,0 +1,130 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The SGLang stand-in's response surface (STANDIN_SURFACE): its rate and fate follow its flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from standins import sglang_api
+
+STANDIN = Path(sglang_api.__file__)
+SURFACE = STANDIN.parent / "surfaces" / "tune.json"
+
+
+@pytest.fixture(scope="module")
+def surface():
+    return sglang_api.load_surface(str(SURFACE))
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({}, {"mode": "serve", "tokens_per_s": 1000.0}),
+        ({"attention_backend": "triton"}, {"mode": "serve", "tokens_per_s": 1500.0}),
+        # the interaction: triton without CUDA graphs, both spellings of "no CUDA graphs"
+        ({"attention_backend": "triton", "disable_cuda_graph": True}, {"mode": "serve", "tokens_per_s": 2160.0}),
+        (
+            {"attention_backend": "triton", "cuda_graph_backend_decode": "disabled"},
+            {"mode": "serve", "tokens_per_s": 2160.0},
+        ),
+        ({"attention_backend": "flashinfer", "disable_cuda_graph": True}, {"mode": "serve", "tokens_per_s": 900.0}),
+        ({"max_running_requests": "1024"}, {"mode": "serve", "tokens_per_s": 1350.0}),
+    ],
+)
+def test_rates(surface, flags, expected):
+    assert sglang_api.surface_outcome(surface, flags) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode", "text"),
+    [
+        ({"attention_backend": "fa3"}, "crash", "FlashAttention v3"),
+        ({"mem_fraction_static": "0.95"}, "oom", "KV cache pool"),
+        ({"kv_cache_dtype": "fp8_e4m3"}, "never_ready", "hangs"),
+    ],
+)
+def test_failures(surface, flags, mode, text):
+    out = sglang_api.surface_outcome(surface, flags)
+    assert out["mode"] == mode
+    assert text in out["message"]
+
+
+def test_bad_surface_is_refused(tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"base_tokens_per_s": 1, "failures": [{"when": {}, "mode": "explode"}]}))
+    with pytest.raises(SystemExit, match="failure mode 'explode'"):
+        sglang_api.load_surface(str(bad))
+    bad.write_text("[]")
+    with pytest.raises(SystemExit, match="base_tokens_per_s"):
+        sglang_api.load_surface(str(bad))
+
+
+def _run(tmp_path, *flags, rate=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
+    env["STANDIN_SURFACE"] = str(SURFACE)
+    if rate is not None:
+        env["STANDIN_TOKENS_PER_S"] = str(rate)
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen(
+        [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file), *flags],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, port_file
+
+
+def test_crash_exits_at_once_with_the_message(tmp_path):
+    proc, _port = _run(tmp_path, "--attention-backend", "fa3")
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 1
+    assert "FlashAttention v3" in err
+    assert '"mode": "crash"' in out
+
+
+def test_oom_exits_after_its_delay_with_a_cuda_oom(tmp_path):
+    start = time.monotonic()
+    proc, _port = _run(tmp_path, "--mem-fraction-static", "0.95")
+    _out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 1
+    assert time.monotonic() - start >= 1.0
+    assert "torch.OutOfMemoryError: CUDA out of memory" in err
+
+
+def test_never_ready_listens_but_stays_503(tmp_path):
+    proc, port_file = _run(tmp_path, "--kv-cache-dtype", "fp8_e4m3")
+    try:
+        deadline = time.monotonic() + 10
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health_generate", timeout=5)
+        assert info.value.code == 503
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize(("rate", "expected"), [(None, 1350.0), (3740, 5049.0)])
+def test_the_rate_is_the_base_times_the_factors(tmp_path, rate, expected):
+    # STANDIN_TOKENS_PER_S, when set, is the base (a lab keeps its rate for the profile it deploys)
+    proc, _port_file = _run(tmp_path, "--max-running-requests", "1024", rate=rate)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("STANDIN_SURFACE ")
+        assert json.loads(line.split(" ", 1)[1]) == {"mode": "serve", "tokens_per_s": expected}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
