@@ -225,7 +225,8 @@ class ActionModule(ActionBase):
                 )
         best = result["best"] or {}
         result["msg"] = (
-            f"sweep of {result['evaluated']} candidate(s) ({result['not_measured']} not measured) in {result['wall_s']} s "
+            f"sweep of {result['evaluated']} candidate(s) ({result['not_measured']} not measured) "
+            f"in {result['wall_s']} s "
             f"(budget {args['budget_s']:g} s, {result['stopped']}): best {best.get('flags')} at "
             f"{best.get('median_output_tokens_per_s')} tok/s; "
             + ("beats the original significantly" if result["beats_original"] else "the original stays")

@@ -7,7 +7,6 @@ failures recorded, budget respected, compared with the full grid; and its input 
 from __future__ import annotations
 
 import pytest
-from tools import tune_sim
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import (
     CoordinateSearch,
@@ -18,6 +17,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import
     is_better,
     table,
 )
+from tools import tune_sim
 
 
 @pytest.mark.parametrize("seed", range(8))
