@@ -27,7 +27,8 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import make_key, mask, secrets_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import make_key
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
     SGLangArgsError,
     merge_profiles,
