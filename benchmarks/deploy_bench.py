@@ -7,6 +7,8 @@ machine, and prints one table:
 
   pip cold         pip, empty private cache (what the first node pays today)
   pip warm         pip, the cache the cold run filled (what every later node pays today)
+  pip wheelhouse   pip from a local directory holding every wheel (--no-index --find-links): the
+                   best pip can do, and what an air-gapped fleet with a wheelhouse pays per node
   uv cold          uv, empty cache reached through a bind mount (the first node of a host)
   uv shared cache  uv, the cache the cold run filled, again through a bind mount (the next node)
   uv shared + bytecode  the same with --compile-bytecode (pip writes .pyc files, uv by default not)
@@ -68,11 +70,17 @@ def load1() -> float:
     return os.getloadavg()[0]
 
 
+TMPDIR: Path | None = None
+
+
 def clean_env() -> dict[str, str]:
     """This process's environment without pip settings, and no pip config file: both installers
-    see PyPI only, not a machine's local wheels, indexes or constraints."""
+    see PyPI only, not a machine's local wheels, indexes or constraints. Temporary files go to the
+    private work directory (removed at the end, also after a failure)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env["PIP_CONFIG_FILE"] = os.devnull
+    if TMPDIR is not None:
+        env["TMPDIR"] = str(TMPDIR)
     return env
 
 
@@ -143,7 +151,10 @@ def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("deploy_bench.py needs root: the uv runs use a private bind mount (unshare -m)")
 
+    global TMPDIR  # noqa: PLW0603
     work = Path(tempfile.mkdtemp(prefix="gpufleet-deploy-bench-", dir=args.workdir))
+    TMPDIR = work / "tmp"
+    TMPDIR.mkdir()
     results: list[Result] = []
     try:
         uv_version = uv_pin()
@@ -163,26 +174,86 @@ def main() -> int:
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores {os.cpu_count()}")
 
         def pip(venv: Path) -> list[str]:
-            return [str(venv / "bin" / "pip"), "install", "--no-input", "--disable-pip-version-check",
-                    "--cache-dir", str(pip_cache), args.spec]
+            return [
+                str(venv / "bin" / "pip"),
+                "install",
+                "--no-input",
+                "--disable-pip-version-check",
+                "--cache-dir",
+                str(pip_cache),
+                args.spec,
+            ]
 
         def uv_via_mount(venv: Path) -> list[str]:
-            return in_bind_mount(host_cache, mount, [uv, "pip", "install", "--python", str(venv / "bin" / "python"),
-                                                     "--cache-dir", str(mount), "--no-config", "--no-progress", args.spec])
+            return in_bind_mount(
+                host_cache,
+                mount,
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    str(venv / "bin" / "python"),
+                    "--cache-dir",
+                    str(mount),
+                    "--no-config",
+                    "--no-progress",
+                    args.spec,
+                ],
+            )
 
         def uv_same_fs(venv: Path) -> list[str]:
-            return [uv, "pip", "install", "--python", str(venv / "bin" / "python"),
-                    "--cache-dir", str(host_cache), "--no-config", "--no-progress", args.spec]
+            return [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                str(venv / "bin" / "python"),
+                "--cache-dir",
+                str(host_cache),
+                "--no-config",
+                "--no-progress",
+                args.spec,
+            ]
 
         results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
         results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
         pip_gb = du_gb(pip_cache)
         shutil.rmtree(pip_cache, ignore_errors=True)
+        wheelhouse = work / "wheelhouse"
+        download_s = run(
+            [str(tools / "bin" / "pip"), "download", "--no-input", "--no-cache-dir", "-d", str(wheelhouse), args.spec],
+            work / "pip-download.log",
+        )
+        print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
+
+        def pip_wheelhouse(venv: Path) -> list[str]:
+            return [
+                str(venv / "bin" / "pip"),
+                "install",
+                "--no-input",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--no-index",
+                "--find-links",
+                str(wheelhouse),
+                args.spec,
+            ]
+
+        results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
+        wheelhouse_gb = du_gb(wheelhouse)
+        shutil.rmtree(wheelhouse)
         results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
         results.append(measure(work, "uv shared cache", args.python, uv_via_mount, "cache from uv cold, bind-mounted"))
-        results.append(measure(work, "uv shared + bytecode", args.python,
-                               lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
-                               "as above, .pyc written like pip"))
+        results.append(
+            measure(
+                work,
+                "uv shared + bytecode",
+                args.python,
+                lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
+                "as above, .pyc written like pip",
+            )
+        )
         results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
         uv_gb = du_gb(host_cache)
     finally:
@@ -192,14 +263,22 @@ def main() -> int:
     print(f"{'method':<24}{'seconds':>9}{'vs pip warm':>13}{'venv GB':>9}{'links':>7}{'load 1m':>14}  note")
     warm = next(r.seconds for r in results if r.method == "pip warm")
     for r in results:
-        print(f"{r.method:<24}{r.seconds:9.1f}{warm / r.seconds:12.1f}x{r.venv_gb:9.2f}{r.links:7d}"
-              f"{r.load_before:7.2f}->{r.load_after:<5.2f}  {r.note}")
-    print(f"\npip cache {pip_gb:.2f} GB, uv cache {uv_gb:.2f} GB (unpacked); links = nlink of torch/lib/libtorch_cuda.so")
+        print(
+            f"{r.method:<24}{r.seconds:9.1f}{warm / r.seconds:12.1f}x{r.venv_gb:9.2f}{r.links:7d}"
+            f"{r.load_before:7.2f}->{r.load_after:<5.2f}  {r.note}"
+        )
+    print(f"\npip cache {pip_gb:.2f} GB, wheelhouse {wheelhouse_gb:.2f} GB, uv cache {uv_gb:.2f} GB (unpacked)")
+    if pip_gb < 0.5:
+        print("pip's cache stayed (nearly) empty: the responses carried no caching headers (Cache-Control, ETag,")
+        print("Last-Modified), so pip's HTTP cache kept nothing and pip warm downloaded everything again.")
+    print("links: nlink of torch/lib/libtorch_cuda.so in the venv (1 = a copy, >1 = hard-linked from the cache)")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     reference = results[0].packages
     differ = [r.method for r in results if r.packages != reference]
-    print(f"installed distributions: {len(reference)} in each venv; "
-          + ("identical across all methods" if not differ else f"DIFFERENT from pip cold: {', '.join(differ)}"))
+    print(
+        f"installed distributions: {len(reference)} in each venv; "
+        + ("identical across all methods" if not differ else f"DIFFERENT from pip cold: {', '.join(differ)}")
+    )
     for r in results:
         if r.packages != reference:
             print(f"  {r.method}: only here {sorted(r.packages - reference)}; missing {sorted(reference - r.packages)}")
