@@ -156,6 +156,7 @@ def main() -> int:
     TMPDIR = work / "tmp"
     TMPDIR.mkdir()
     results: list[Result] = []
+    sizes: dict[str, float] = {}
     try:
         uv_version = uv_pin()
         tools = work / "uv-tool"
@@ -216,9 +217,24 @@ def main() -> int:
                 args.spec,
             ]
 
+        # uv first: its figures are the ones the role depends on; pip's take much longer.
+        results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
+        results.append(measure(work, "uv shared cache", args.python, uv_via_mount, "cache from uv cold, bind-mounted"))
+        results.append(
+            measure(
+                work,
+                "uv shared + bytecode",
+                args.python,
+                lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
+                "as above, .pyc written like pip (the role)",
+            )
+        )
+        results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
+        sizes["uv cache"] = du_gb(host_cache)
+        shutil.rmtree(host_cache)
         results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
+        sizes["pip cache"] = du_gb(pip_cache)
         results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
-        pip_gb = du_gb(pip_cache)
         shutil.rmtree(pip_cache, ignore_errors=True)
         wheelhouse = work / "wheelhouse"
         download_s = run(
@@ -226,6 +242,7 @@ def main() -> int:
             work / "pip-download.log",
         )
         print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
+        sizes["wheelhouse"] = du_gb(wheelhouse)
 
         def pip_wheelhouse(venv: Path) -> list[str]:
             return [
@@ -241,34 +258,25 @@ def main() -> int:
             ]
 
         results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
-        wheelhouse_gb = du_gb(wheelhouse)
-        shutil.rmtree(wheelhouse)
-        results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
-        results.append(measure(work, "uv shared cache", args.python, uv_via_mount, "cache from uv cold, bind-mounted"))
-        results.append(
-            measure(
-                work,
-                "uv shared + bytecode",
-                args.python,
-                lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
-                "as above, .pyc written like pip",
-            )
-        )
-        results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
-        uv_gb = du_gb(host_cache)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the table shows the methods measured so far", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print()
-    print(f"{'method':<24}{'seconds':>9}{'vs pip warm':>13}{'venv GB':>9}{'links':>7}{'load 1m':>14}  note")
-    warm = next(r.seconds for r in results if r.method == "pip warm")
+    base = next((r for r in results if r.method == "pip warm"), None) or next(
+        (r for r in results if r.method.startswith("pip")), results[0] if results else None
+    )
+    if base is None:
+        return 1
+    print(f"{'method':<24}{'seconds':>9}{'vs ' + base.method:>16}{'venv GB':>9}{'links':>7}{'load 1m':>14}  note")
     for r in results:
         print(
-            f"{r.method:<24}{r.seconds:9.1f}{warm / r.seconds:12.1f}x{r.venv_gb:9.2f}{r.links:7d}"
+            f"{r.method:<24}{r.seconds:9.1f}{base.seconds / r.seconds:15.1f}x{r.venv_gb:9.2f}{r.links:7d}"
             f"{r.load_before:7.2f}->{r.load_after:<5.2f}  {r.note}"
         )
-    print(f"\npip cache {pip_gb:.2f} GB, wheelhouse {wheelhouse_gb:.2f} GB, uv cache {uv_gb:.2f} GB (unpacked)")
-    if pip_gb < 0.5:
+    print("\n" + ", ".join(f"{k} {v:.2f} GB" for k, v in sizes.items()))
+    if sizes.get("pip cache", 1.0) < 0.5:
         print("pip's cache stayed (nearly) empty: the responses carried no caching headers (Cache-Control, ETag,")
         print("Last-Modified), so pip's HTTP cache kept nothing and pip warm downloaded everything again.")
     print("links: nlink of torch/lib/libtorch_cuda.so in the venv (1 = a copy, >1 = hard-linked from the cache)")
@@ -277,7 +285,7 @@ def main() -> int:
     differ = [r.method for r in results if r.packages != reference]
     print(
         f"installed distributions: {len(reference)} in each venv; "
-        + ("identical across all methods" if not differ else f"DIFFERENT from pip cold: {', '.join(differ)}")
+        + ("identical across all methods" if not differ else f"DIFFERENT from {results[0].method}: {', '.join(differ)}")
     )
     for r in results:
         if r.packages != reference:
