@@ -39,6 +39,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,10 @@ def main() -> int:
     parser.add_argument("--workdir", default="/var/tmp", help="parent of the private work directory")
     parser.add_argument("--keep-going", action="store_true", help="print the table even if the sets differ")
     args = parser.parse_args()
+    # SIGTERM (and SIGINT, which a background job ignores) stop the run: the table shows what was
+    # measured, the work directory is removed.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if os.geteuid() != 0:
         raise SystemExit("deploy_bench.py needs root: the uv runs use a private bind mount (unshare -m)")
 
