@@ -416,17 +416,15 @@ def index():
 
 def node_vars(tmp_path: Path, node: str, index: WheelIndex, cache: Path, **more) -> dict:
     """Role variables for one container of a host: its own sglang_root, the host's shared cache."""
-    return role_vars(
-        tmp_path,
-        "0.5.23",
-        sglang_root=str(tmp_path / node),
-        sglang_wheelhouse=index.url,
-        sglang_uv_cache_dir=str(cache),
-        sglang_pip_extra_args=["--no-deps"],
-        sglang_uv_compile_bytecode=True,
-        facts_out=str(tmp_path / f"facts-{node}.json"),
-        **more,
-    )
+    settings = {
+        "sglang_root": str(tmp_path / node),
+        "sglang_wheelhouse": index.url,
+        "sglang_uv_cache_dir": str(cache),
+        "sglang_pip_extra_args": ["--no-deps"],
+        "sglang_uv_compile_bytecode": True,
+        "facts_out": str(tmp_path / f"facts-{node}.json"),
+    }
+    return role_vars(tmp_path, "0.5.23", **{**settings, **more})
 
 
 def release_files(release: Path) -> dict[str, str]:
