@@ -231,7 +231,7 @@ def main() -> int:
                 "uv shared + bytecode",
                 args.python,
                 lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
-                "as above, .pyc written like pip (the role)",
+                "as above, .pyc written like pip",
             )
         )
         results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
