@@ -143,7 +143,7 @@ def measure(work: Path, method: str, python: str, argv_for, note: str = "") -> R
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--spec", default="sglang==0.5.23", help="requirement to install (default %(default)s)")
     parser.add_argument("--python", default="python3", help="interpreter of the venvs (SGLang >= 0.5.22: 3.11+)")
     parser.add_argument("--workdir", default="/var/tmp", help="parent of the private work directory")

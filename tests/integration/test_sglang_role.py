@@ -495,7 +495,7 @@ def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
         pdd = tmp_path / f"runner-{node}"
         (pdd / "project").mkdir(parents=True)
         (pdd / "project" / "play.yml").write_text(ROLE_PLAY)
-        _, runner = ansible_runner.run_async(
+        runner = ansible_runner.run_async(
             private_data_dir=str(pdd),
             playbook="play.yml",
             inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
@@ -507,7 +507,7 @@ def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
             },
             quiet=True,
-        )
+        )[1]
         runs.append(runner)
     deadline = time.monotonic() + 600
     while any(r.status in ("unstarted", "starting", "running") for r in runs):
