@@ -18,15 +18,24 @@ export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
 # real SGLang wheels the tests install (without dependencies) and patch
 SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 
-# molecule scenarios run by `make test`, in order
-SCENARIOS ?= nvidia_driver_invalid nvidia_driver nvidia_driver_runfile cuda_toolkit proxmox_lxc_gpu sglang_server sglang_gateway fleet
+# molecule scenarios run by `make test`, longest first (shared config: .config/molecule/config.yml)
+SCENARIOS ?= fleet sglang_gateway sglang_server proxmox_lxc_gpu nvidia_driver nvidia_driver_runfile cuda_toolkit
+# scenarios run at once by `make molecule` (each in its own containers); `make test` sets 2
+MOLECULE_JOBS ?= 1
+# set by `make test`: each stage's output goes to $(GPUFLEET_TEST_LOGS)/<stage>.log and is printed
+# as one block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
+STAGE ?=
+export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
+stage = $(if $(STAGE),bash tests/harness/stage.sh $(1))
 
-.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean
+.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
 	@echo "make test     everything CI runs (lint, sanity, unit, integration, molecule)"
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
+	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
+	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
 $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -62,6 +71,32 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
+	$(MAKE) --no-print-directory changelog-lint role-docs
+
+# --- changelog: antsibull-changelog, one fragment per change in changelogs/fragments/ -----------
+# (docs/CONTRIBUTING.md). CHANGELOG.md is generated: never edited by hand.
+changelog: venv
+	$(BIN)/antsibull-changelog generate
+
+# release manager: fold the fragments into changelogs/changelog.yaml under galaxy.yml's version
+# (while that version is unreleased, into its existing entry) and render CHANGELOG.md
+changelog-release: venv
+	$(BIN)/antsibull-changelog release --update-existing
+
+changelog-lint: venv
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+	@tmp=$$(mktemp); trap 'rm -f "$$tmp"' EXIT; \
+	$(BIN)/antsibull-changelog generate --output "$$tmp" --output-format md; \
+	diff -u CHANGELOG.md "$$tmp" >&2 || { echo "CHANGELOG.md differs from changelogs/changelog.yaml: it is generated, run 'make changelog' (entries go into changelogs/fragments/)" >&2; exit 1; }
+
+# defaults/main.yml, meta/argument_specs.yml and README.md of every role agree (tools/role_docs)
+role-docs: venv
+	$(PY) tools/role_docs/role_docs.py check
+
+# --- docs: HTML site with antsibull-docs and Sphinx, warnings are errors (tools/docsite/build.sh)
+docs: venv
+	bash tools/docsite/build.sh
 
 sanity: venv
 	bash tests/harness/sanity.sh
@@ -71,18 +106,24 @@ unit: venv wheels
 	bash tests/harness/sglang-parser-venv.sh >/dev/null
 	$(BIN)/pytest -q tests/unit
 
-integration: venv harness wheels
-	$(BIN)/pytest -q tests/integration
+integration: venv images wheels
+	$(call stage,integration) $(BIN)/pytest -q tests/integration
 
+# MOLECULE_JOBS scenarios at a time; every scenario runs even when another fails, and make fails
+# if any did (xargs exits 123)
 molecule: venv images
-	@for s in $(SCENARIOS); do \
-	  echo "=== molecule test -s $$s"; start=$$SECONDS; \
-	  $(BIN)/molecule test -s $$s || exit 1; \
-	  echo "=== $$s passed in $$((SECONDS - start)) s"; \
-	done
+	@printf '%s\n' $(SCENARIOS) | xargs -P $(MOLECULE_JOBS) -I{} bash -c \
+	  $(if $(STAGE),'bash tests/harness/stage.sh molecule-$$0 $(BIN)/molecule test -s $$0' {}, \
+	    'echo "=== molecule test -s $$0"; start=$$SECONDS; \
+	     $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {})
 
-test: lint sanity unit integration molecule
+# lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests and
+# the molecule scenarios at the same time, two scenarios at once: they wait mostly on containers
+# (apt, systemd, services starting), not on the CPU.
+test: lint sanity unit
+	@$(MAKE) --no-print-directory -j2 STAGE=1 MOLECULE_JOBS=$(TEST_MOLECULE_JOBS) integration molecule
 	@echo "make test: all stages passed"
+TEST_MOLECULE_JOBS ?= 2
 
 lab: venv images
 	bash tests/harness/lab.sh up

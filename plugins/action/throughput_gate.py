@@ -56,6 +56,28 @@ def _who() -> str:
         return f"uid {os.getuid()}"
 
 
+def _raise_min_trials(args: dict[str, Any], trials: int) -> int | None:
+    """Raise a sequential run's ``min_trials`` (and ``max_trials`` with it) to ``trials``; the new minimum, or None."""
+    if args.get("design", "sequential") != "sequential":
+        return None
+    try:
+        low = int(args.get("min_trials", 3))
+        high = int(args.get("max_trials", 10))
+    except (TypeError, ValueError):
+        return None  # the module names a bad value
+    if low >= trials:
+        return None
+    args["min_trials"] = trials
+    args["max_trials"] = max(high, trials)
+    return trials
+
+
+def _with_stop(res: dict[str, Any], record: dict[str, object]) -> dict[str, object]:
+    """The history record with the design, the valid trials the verdict used and why the run stopped."""
+    record.update(design=res.get("design"), decided_after_trials=res.get("decided_after_trials"), stop=res.get("stop"))
+    return record
+
+
 class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
@@ -155,6 +177,10 @@ class ActionModule(ActionBase):
                 f"{os.path.basename(paths.baseline)}; run with throughput_gate_trials >= {MIN_TRIALS}"
             )
 
+        # A run that may write the baseline measures at least `trials` valid trials, so that a sequential run
+        # that would stop early still has enough to store (a baseline needs >= 5; see docs/gate-baselines.md).
+        may_write = choice.exact_digest is None or bool(opts["update_baseline"]) or accept
+        raised = _raise_min_trials(args, trials) if may_write and compare_with else None
         res = self._module(dict(args, baseline=compare_with), task_vars)
         used = choice.baseline if compare_with else None
         info: dict[str, Any] = {
@@ -167,6 +193,7 @@ class ActionModule(ActionBase):
             "fallback": choice.fallback and bool(compare_with),
             "note": choice.note,
             "problems": problems,
+            "min_trials_raised_to": raised,
         }
         when = datetime.now(timezone.utc).isoformat()
         if check_mode:
@@ -176,7 +203,7 @@ class ActionModule(ActionBase):
                 else "no (a baseline exists; update_baseline is off)"
             )
             res["baseline_plan"] = info
-            res["record"] = run_record(key, res, info, shape, when=when, accepted=None)
+            res["record"] = _with_stop(res, run_record(key, res, info, shape, when=when, accepted=None))
             return res
 
         accepted = {"by": _who(), "at": when, "reason": opts["accept_reason"]} if accept else None
@@ -190,7 +217,8 @@ class ActionModule(ActionBase):
                 f"baseline ACCEPTED on purpose by {accepted['by']} ({accepted['reason']}): {res.get('msg', '')}"
             )
         record = mask(
-            run_record(key, res, info, shape, when=when, accepted=accepted if write else None), list(self._secrets)
+            _with_stop(res, run_record(key, res, info, shape, when=when, accepted=accepted if write else None)),
+            list(self._secrets),
         )
         try:
             done = commit(paths, record, new_doc, expected_digest=choice.exact_digest, accept=accept)  # type: ignore[arg-type]

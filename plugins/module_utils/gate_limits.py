@@ -49,6 +49,12 @@ BOUNDS: dict[str, Bound] = {
     "output_len": Bound(1, 32768, integer=True, unit="tokens"),
     "warmup_requests": Bound(0, 65536, integer=True),
     "trials": Bound(1, 50, integer=True),
+    # sequential design: at least 2 trials before a verdict (one lucky trial never decides); the
+    # cap, the FAIL error rate beta and the indifference half-width margin (docs/measurement.md)
+    "min_trials": Bound(2, 50, integer=True),
+    "max_trials": Bound(2, 100, integer=True),
+    "beta": Bound(0, 0.5, low_open=True, high_open=True),
+    "margin": Bound(0.01, 0.5),
     "max_invalid_trials": Bound(0, 100, integer=True),
     "tolerance": Bound(0, 1, high_open=True),
     "alpha": Bound(0, 1, low_open=True, high_open=True),
@@ -179,14 +185,20 @@ def deadlines(
     trials: int,
     max_invalid_trials: int | None,
     telemetry_interval_ms: int,
+    most_trials: int | None = None,
 ) -> Deadlines:
-    """Every deadline of one run, derived from the options (all finite once :func:`check_bounds` passed)."""
+    """Every deadline of one run, derived from the options (all finite once :func:`check_bounds` passed).
+
+    ``most_trials`` is the most valid trials the design can need (``gate_stats.Design.most_trials``:
+    the sequential cap, or a round and the extra round); default ``2 x trials``.
+    """
     connect_s = min(CONNECT_TIMEOUT_S, request_timeout)
     request_s = request_timeout + output_len * REQUEST_S_PER_TOKEN
     trial_s = trial_deadline(requests_per_trial, concurrency, request_s, connect_s)
     warmup_s = trial_deadline(warmup_requests, concurrency, request_s, connect_s) if warmup_requests else 0.0
     invalid = trials if max_invalid_trials is None else max_invalid_trials
-    max_trials = 2 * trials + invalid  # a round, the extra round on UNKNOWN, and the retried invalid ones
+    valid = 2 * trials if most_trials is None else most_trials
+    max_trials = valid + invalid  # the most valid trials, and the retried invalid ones
     run_s = (
         ready_timeout
         + SERVER_INFO_TIMEOUT_S

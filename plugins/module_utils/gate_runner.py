@@ -37,7 +37,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import
     deadlines,
     trial_memory_ceiling,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, decide, median
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
+    MIN_TRIALS,
+    Decision,
+    Design,
+    evaluate,
+    median,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import (
     Sampler,
     command,
@@ -64,6 +70,11 @@ class GateParams:
     baseline: list[float] = field(default_factory=list)
     tolerance: float = 0.10
     alpha: float = 0.05
+    design: str = "sequential"
+    min_trials: int = 3
+    max_trials: int = 10
+    beta: float = 0.005
+    margin: float = 0.05
     min_output_tokens_per_s: float = 0.0
     ready_timeout: float = 1800.0
     request_timeout: float = 300.0
@@ -76,6 +87,19 @@ class GateParams:
     def shape(self) -> Shape:
         return Shape(self.api, self.model, self.input_len, self.output_len, self.api_key)
 
+    def design_rule(self) -> Design:
+        return Design(
+            name=self.design,
+            trials=self.trials,
+            min_trials=self.min_trials,
+            max_trials=self.max_trials,
+            tolerance=self.tolerance,
+            alpha=self.alpha,
+            beta=self.beta,
+            margin=self.margin,
+            min_output_tokens_per_s=self.min_output_tokens_per_s,
+        )
+
 
 NUMERIC_OPTIONS = (
     "concurrency",
@@ -84,9 +108,13 @@ NUMERIC_OPTIONS = (
     "output_len",
     "warmup_requests",
     "trials",
+    "min_trials",
+    "max_trials",
     "max_invalid_trials",
     "tolerance",
     "alpha",
+    "beta",
+    "margin",
     "min_output_tokens_per_s",
     "ready_timeout",
     "request_timeout",
@@ -101,6 +129,10 @@ def validate(p: GateParams) -> None:
     values: dict[str, object] = {name: getattr(p, name) for name in NUMERIC_OPTIONS}
     values["baseline"] = p.baseline
     check_bounds(values)
+    try:
+        p.design_rule().check()
+    except ValueError as exc:
+        raise GateInputError(str(exc)) from None
     if p.requests_per_trial < p.concurrency:
         raise GateInputError(
             f"requests_per_trial ({p.requests_per_trial}) must be >= concurrency ({p.concurrency}): "
@@ -122,6 +154,7 @@ def run_deadlines(p: GateParams) -> Deadlines:
         trials=p.trials,
         max_invalid_trials=p.max_invalid_trials,
         telemetry_interval_ms=p.telemetry_interval_ms,
+        most_trials=p.design_rule().most_trials(),
     )
 
 
@@ -183,6 +216,7 @@ def plan(p: GateParams) -> dict[str, object]:
         "concurrency": p.concurrency,
         "warmup_requests": p.warmup_requests,
         "trials": p.trials,
+        "design": design_plan(p),
         "requests_per_trial": p.requests_per_trial,
         "baseline_trials": len(p.baseline),
         "statistical_verdict": len(p.baseline) >= MIN_TRIALS,
@@ -192,6 +226,35 @@ def plan(p: GateParams) -> dict[str, object]:
             p.concurrency, p.requests_per_trial, p.input_len, p.output_len
         ),
     }
+
+
+def design_plan(p: GateParams) -> dict[str, object]:
+    """How the gate will decide, as the plan and the result show it."""
+    if p.design == "fixed" or len(p.baseline) < MIN_TRIALS:
+        rounds = "one round, and one extra round on UNKNOWN"
+        if p.design != "fixed":
+            rounds = "one round (no usable baseline)"
+        return {"name": p.design, "valid_trials": f"{p.trials} ({rounds})", "alpha": p.alpha}
+    return {
+        "name": p.design,
+        "valid_trials": f"{p.min_trials} to {p.max_trials}, stopping at the first clear verdict",
+        "min_trials": p.min_trials,
+        "max_trials": p.max_trials,
+        "alpha": p.alpha,
+        "beta": p.beta,
+        "margin": p.margin,
+        "pass_hypothesis_drop": round(max(0.0, p.tolerance - p.margin), 6),
+        "fail_hypothesis_drop": round(p.tolerance + p.margin, 6),
+    }
+
+
+STOPS = {
+    "round": "after its round of trials",
+    "extra_round": "after the extra round on UNKNOWN",
+    "pass_boundary": "at the PASS boundary of the sequential test",
+    "fail_boundary": "at the FAIL boundary of the sequential test",
+    "cap": "at the cap (max_trials); the side of the tolerance line decided",
+}
 
 
 class ServerRefused(GateInputError):
@@ -416,50 +479,41 @@ async def _measure(p: GateParams, dl: Deadlines, run_end: float) -> dict[str, ob
     windows: list[tuple[float, float]] = []
     budget = p.trials if p.max_invalid_trials is None else p.max_invalid_trials
     invalid = 0
-    decision = None
-    rerun = False
+    decision: Decision | None = None
+    rule = p.design_rule()
     try:
-        for round_no in (0, 1):
-            want = len(valid) + p.trials
-            while len(valid) < want:
-                left = run_end - time.monotonic()
-                if left <= 0:
+        while decision is None:
+            left = run_end - time.monotonic()
+            if left <= 0:
+                out.update(trials=records, windows=windows, invalid=invalid, valid=valid)
+                out["aborted"] = f"the run passed its deadline of {dl.run_s:g}s after {len(records)} trials"
+                return out
+            r = await client.run_trial(p.requests_per_trial, deadline_s=min(dl.trial_s, left))
+            windows.append((r.started, r.ended))
+            reason = ""
+            if r.errors:
+                reason = "errors: " + "; ".join(f"{m} (x{c})" for m, c in sorted(r.errors.items()))
+            elif sampler is not None and sampler.samples:
+                throttled = throttle_reasons(sampler.samples, r.started, r.ended)
+                if throttled:
+                    reason = "GPU throttled: " + ", ".join(throttled)
+            extra = p.design == "fixed" and len(valid) >= p.trials
+            records.append(_trial_record(len(records) + 1, r, not reason, reason, extra))
+            if reason:
+                invalid += 1
+                if invalid > budget:
                     out.update(trials=records, windows=windows, invalid=invalid, valid=valid)
-                    out["aborted"] = f"the run passed its deadline of {dl.run_s:g}s after {len(records)} trials"
+                    out["aborted"] = f"{invalid} invalid trials (allowed {budget}); last: {reason}"
                     return out
-                r = await client.run_trial(p.requests_per_trial, deadline_s=min(dl.trial_s, left))
-                windows.append((r.started, r.ended))
-                reason = ""
-                if r.errors:
-                    reason = "errors: " + "; ".join(f"{m} (x{c})" for m, c in sorted(r.errors.items()))
-                elif sampler is not None and sampler.samples:
-                    throttled = throttle_reasons(sampler.samples, r.started, r.ended)
-                    if throttled:
-                        reason = "GPU throttled: " + ", ".join(throttled)
-                records.append(_trial_record(len(records) + 1, r, not reason, reason, bool(round_no)))
-                if reason:
-                    invalid += 1
-                    if invalid > budget:
-                        out.update(trials=records, windows=windows, invalid=invalid, valid=valid)
-                        out["aborted"] = f"{invalid} invalid trials (allowed {budget}); last: {reason}"
-                        return out
-                    continue
-                valid.append(r.output_tokens_per_s)
-            decision = decide(
-                valid,
-                p.baseline,
-                tolerance=p.tolerance,
-                alpha=p.alpha,
-                min_output_tokens_per_s=p.min_output_tokens_per_s,
-            )
-            if decision.verdict != "unknown" or round_no == 1:
-                break
-            rerun = True
+                continue
+            valid.append(r.output_tokens_per_s)
+            decision = evaluate(valid, p.baseline, rule)
     finally:
         if sampler is not None:
             await sampler.stop()
             out["telemetry_problems"] = sampler.problems
             out["samples"] = sampler.samples
+    rerun = decision is not None and decision.stop == "extra_round"
     out.update(trials=records, windows=windows, invalid=invalid, valid=valid, decision=decision, rerun=rerun)
     return out
 
@@ -478,6 +532,18 @@ async def _bounded(p: GateParams, dl: Deadlines, run_end: float) -> dict[str, ob
         }
 
 
+def stop_clause(p: GateParams, d: Decision) -> str:
+    """How many valid trials the verdict used and why the run stopped there, in one clause."""
+    text = f"{p.design} design, decided after {d.trials} valid trials {STOPS.get(d.stop or '', '')}".rstrip()
+    seq = d.sequential
+    if seq:
+        text += (
+            f" (estimated ratio {seq['ratio']:.4f}, log-likelihood ratio {seq['llr']:.2f} against PASS <= "
+            f"{seq['lower']:.2f} / FAIL >= {seq['upper']:.2f}, noise {float(seq['sigma']) * 100:.2f}%)"  # type: ignore[arg-type]
+        )
+    return text
+
+
 def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
     """Run the gate. Returns ``(failed, message, result)``; never raises for a bad server."""
     result: dict[str, object] = {
@@ -492,6 +558,10 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
         "telemetry": {"available": False, "reason": "disabled" if not p.telemetry else "not started"},
         "extra_round": False,
         "invalid_trials": 0,
+        "design": p.design,
+        "decided_after_trials": None,
+        "stop": None,
+        "sequential": None,
     }
     dl = run_deadlines(p)
     run_end = time.monotonic() + dl.run_s
@@ -537,12 +607,15 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
         p_value=d.p_value,
         threshold=None if d.threshold is None else round(d.threshold, 3),
         extra_round=out["rerun"],
+        decided_after_trials=d.trials,
+        stop=d.stop,
+        sequential=d.sequential,
     )
     stats = (
         f"baseline median {result['baseline_median']} tok/s ({len(p.baseline)} trials), current median "
         f"{result['median_output_tokens_per_s']} tok/s ({len(out['valid'])} trials), delta {result['delta_pct']}%, "
         f"p-value {None if d.p_value is None else round(d.p_value, 5)} (one-sided Mann-Whitney, alpha {p.alpha}), "
-        f"tolerance {p.tolerance * 100:g}%; {invalid_line}"
+        f"tolerance {p.tolerance * 100:g}%; {stop_clause(p, d)}; {invalid_line}"
     )
     if d.reason == "below_floor":
         return (

@@ -1,9 +1,19 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Statistics and the decision rule of the throughput gate (stdlib only).
+"""Statistics and the decision rules of the throughput gate (stdlib only).
 
-Decision rule (docs/measurement.md, after asv and Chromium Pinpoint):
+Two designs (docs/measurement.md says why and names the sources); :func:`evaluate` applies either
+after each valid trial and says whether to stop:
+
+- ``sequential`` (the default): a truncated sequential probability ratio test on log throughput
+  (:func:`sequential_step`), with the variance estimated from the baseline and the current trials;
+  no verdict before ``min_trials``, a verdict by the side of the tolerance line at ``max_trials``.
+- ``fixed``: the rule below on a round of ``trials``, one extra round on UNKNOWN.
+
+:func:`compare_samples` is the general "is sample B really better or worse than A" test.
+
+Fixed-design rule (after asv and Chromium Pinpoint):
 
 - FAIL iff median(current) < median(baseline) x (1 - tolerance) AND a one-sided Mann-Whitney
   test (current smaller than baseline) gives p < alpha;
@@ -19,7 +29,8 @@ its own, whatever the baseline.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 
 MIN_TRIALS = 5
 # Above this many observations in total the exact distribution is replaced by the normal
@@ -122,6 +133,10 @@ class Decision:
     delta_pct: float | None
     p_value: float | None
     threshold: float | None
+    # how many valid trials the verdict used and why the run stopped there (see evaluate)
+    trials: int | None = None
+    stop: str | None = None
+    sequential: dict[str, object] | None = field(default=None)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -174,3 +189,353 @@ def decide(
     if p >= clear_p:
         return make("pass", "not_significant")
     return make("unknown", "inconclusive")
+
+
+# --------------------------------------------------------------------------- Student's t (stdlib only)
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _reg_beta(x: float, a: float, b: float) -> float:
+    """Regularized incomplete beta I_x(a, b) for 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(ln) * _beta_cf(a, b, x) / a
+    return 1.0 - math.exp(ln) * _beta_cf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom (accurate far into the tail)."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
+    tail = 0.5 * _reg_beta(df / (df + t * t), df / 2.0, 0.5)
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    return 1.0 - t_sf(t, df) if t >= 0 else t_sf(-t, df)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (bisection on :func:`t_cdf`; 0 < p < 1)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile needs 0 < p < 1, got {p!r}")
+    if p == 0.5:
+        return 0.0
+    upper = p > 0.5
+    q = 1.0 - p if upper else p  # the tail probability
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > q:
+        hi *= 2.0
+        if hi > 1e12:
+            break
+    for _step in range(200):
+        mid = (lo + hi) / 2.0
+        if t_sf(mid, df) > q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    x = (lo + hi) / 2.0
+    return x if upper else -x
+
+
+_NORMAL = NormalDist()
+
+
+def t_to_z(t: float, df: float) -> float:
+    """The standard normal value with the same tail probability as ``t`` under Student's t(df)."""
+    if t >= 0:
+        return -_NORMAL.inv_cdf(max(t_sf(t, df), 1e-300))
+    return _NORMAL.inv_cdf(max(t_sf(-t, df), 1e-300))
+
+
+def _logs(name: str, values: list[float]) -> list[float]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} sample holds a value that is not a positive finite number: {v!r}")
+        out.append(math.log(v))
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _ss(values: list[float]) -> float:
+    m = _mean(values)
+    return sum((v - m) ** 2 for v in values)
+
+
+# --------------------------------------------------------------------------- comparing two samples
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Whether sample ``b`` is really better (higher) or worse (lower) than sample ``a``."""
+
+    verdict: str  # "better" | "worse" | "same" | "unclear"
+    ratio: float  # geometric mean of b / geometric mean of a
+    low: float  # two-sided (1 - alpha) confidence interval of the ratio
+    high: float
+    p_better: float  # one-sided p-value of "b is not higher than a"
+    p_worse: float  # one-sided p-value of "b is not lower than a"
+    df: float
+    n_a: int
+    n_b: int
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def compare_samples(a: list[float], b: list[float], *, alpha: float = 0.05, min_effect: float = 0.0) -> Comparison:
+    """Is ``b`` really better or worse than ``a``? Welch's t-test on log values (pure, stdlib only).
+
+    Values are positive measurements where higher is better (tokens/s); each sample needs at least
+    2. ``ratio`` is the ratio of geometric means with its two-sided ``1 - alpha`` confidence
+    interval ``[low, high]`` (Welch-Satterthwaite degrees of freedom, so unequal noise is fine).
+    Verdict: ``better`` when ``low > 1 + min_effect``; ``worse`` when ``high < 1 - min_effect``;
+    ``same`` when ``min_effect > 0`` and the whole interval lies within ``1 -+ min_effect`` (an
+    equivalence test, two one-sided tests at ``alpha / 2``); otherwise ``unclear`` (measure more).
+    A result is ``better`` or ``worse`` with a false-claim rate of at most ``alpha / 2`` each.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not 0 <= min_effect < 1 or not math.isfinite(min_effect):
+        raise ValueError(f"min_effect must be in [0, 1), got {min_effect!r}")
+    la, lb = _logs("a", a), _logs("b", b)
+    if len(la) < 2 or len(lb) < 2:
+        raise ValueError(f"each sample needs at least 2 values (got {len(la)} and {len(lb)})")
+    diff = _mean(lb) - _mean(la)
+    va, vb = _ss(la) / (len(la) - 1) / len(la), _ss(lb) / (len(lb) - 1) / len(lb)
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        ratio = math.exp(diff)
+        verdict = "better" if ratio > 1 + min_effect else "worse" if ratio < 1 - min_effect else "same"
+        return Comparison(
+            verdict,
+            ratio,
+            ratio,
+            ratio,
+            0.0 if diff > 0 else 1.0,
+            0.0 if diff < 0 else 1.0,
+            math.inf,
+            len(la),
+            len(lb),
+        )
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = t_quantile(1 - alpha / 2, df) * se
+    low, high = math.exp(diff - half), math.exp(diff + half)
+    t = diff / se
+    if low > 1 + min_effect:
+        verdict = "better"
+    elif high < 1 - min_effect:
+        verdict = "worse"
+    elif min_effect > 0 and low >= 1 - min_effect and high <= 1 + min_effect:
+        verdict = "same"
+    else:
+        verdict = "unclear"
+    return Comparison(verdict, math.exp(diff), low, high, t_sf(t, df), t_cdf(t, df), df, len(la), len(lb))
+
+
+# --------------------------------------------------------------------------- the sequential design
+
+DESIGNS = ("sequential", "fixed")
+# Trial-to-trial noise (standard deviation of log throughput) below this is not believed: five
+# quiet baseline trials must not make the test sure of itself. 0.5%, below any real server seen.
+SIGMA_FLOOR = 0.005
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the gate decides (docs/measurement.md). Defaults are the module's."""
+
+    name: str = "sequential"
+    trials: int = 5  # fixed: trials per round; sequential: trials measured without a usable baseline
+    min_trials: int = 3  # sequential: no verdict before this many valid trials
+    max_trials: int = 10  # sequential: the cap; the verdict there is the side of the tolerance line
+    tolerance: float = 0.10
+    alpha: float = 0.05  # fixed: Mann-Whitney level; sequential: P(FAIL) at a drop of tolerance - margin
+    beta: float = 0.005  # sequential: P(PASS) at a drop of tolerance + margin
+    margin: float = 0.05  # sequential: half-width of the indifference zone around the tolerance
+    min_output_tokens_per_s: float = 0.0
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first inconsistent setting."""
+        if self.name not in DESIGNS:
+            raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.name!r}")
+        if not 0 <= self.tolerance < 1:
+            raise ValueError(f"tolerance must be in [0, 1), got {self.tolerance!r}")
+        if not 0 < self.alpha < 1 or not 0 < self.beta < 1:
+            raise ValueError(f"alpha and beta must be in (0, 1), got {self.alpha!r} and {self.beta!r}")
+        if self.alpha + self.beta >= 1:
+            raise ValueError(f"alpha + beta must be below 1, got {self.alpha + self.beta:g}")
+        if self.tolerance + self.margin >= 1 or self.margin <= 0:
+            raise ValueError(
+                f"margin must be > 0 and tolerance + margin below 1, got margin {self.margin!r} "
+                f"with tolerance {self.tolerance!r}"
+            )
+        if not 1 <= self.min_trials <= self.max_trials:
+            raise ValueError(f"min_trials ({self.min_trials}) must be between 1 and max_trials ({self.max_trials})")
+        if self.trials < 1:
+            raise ValueError(f"trials must be >= 1, got {self.trials!r}")
+
+    def most_trials(self) -> int:
+        """The most valid trials one run can need."""
+        if self.name == "fixed":
+            return 2 * self.trials
+        return max(self.max_trials, self.trials)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The sequential test after ``n`` valid trials (all figures are on log throughput)."""
+
+    decision: str  # "continue" | "pass" | "fail"
+    stop: str | None  # "pass_boundary" | "fail_boundary" | "cap" | None (continue)
+    n: int
+    ratio: float  # estimated current / baseline (ratio of geometric means)
+    llr: float  # log-likelihood ratio, FAIL hypothesis over PASS hypothesis
+    lower: float  # PASS at or below
+    upper: float  # FAIL at or above
+    sigma: float  # noise used (pooled standard deviation of log throughput, floored)
+    df: int
+    pass_ratio: float  # the PASS hypothesis: ratio 1 - (tolerance - margin)
+    fail_ratio: float  # the FAIL hypothesis: ratio 1 - (tolerance + margin)
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def boundaries(alpha: float, beta: float) -> tuple[float, float]:
+    """Wald's stopping boundaries on the log-likelihood ratio: (PASS at or below, FAIL at or above)."""
+    return math.log(beta / (1.0 - alpha)), math.log((1.0 - beta) / alpha)
+
+
+def sequential_step(current: list[float], baseline: list[float], design: Design) -> Step:
+    """The truncated SPRT after the valid trials in ``current`` (pure; docs/measurement.md).
+
+    The estimate is d = mean(log current) - mean(log baseline), with standard error
+    s * sqrt(1/n + 1/m) from the pooled standard deviation s of both samples (m + n - 2 degrees of
+    freedom, at least :data:`SIGMA_FLOOR`). Its t statistic against the midpoint of the two
+    hypotheses is turned into the normal value of the same tail probability, which makes the
+    log-likelihood ratio of the FAIL hypothesis (ratio 1 - tolerance - margin) over the PASS
+    hypothesis (ratio 1 - tolerance + margin) ``(theta_pass - theta_fail) * sqrt(I) * -z``.
+    PASS when it is at or below log(beta / (1 - alpha)), FAIL at or above log((1 - beta) / alpha),
+    never before ``min_trials``; at ``max_trials`` the side of the tolerance line decides.
+    """
+    design.check()
+    lc, lb = _logs("current", current), _logs("baseline", baseline)
+    n, m = len(lc), len(lb)
+    if n == 0 or m < 2:
+        raise ValueError(f"the sequential test needs current trials and >= 2 baseline trials (got {n} and {m})")
+    theta_pass = math.log(1.0 - max(0.0, design.tolerance - design.margin))
+    theta_fail = math.log(1.0 - (design.tolerance + design.margin))
+    mid = (theta_pass + theta_fail) / 2.0
+    d = _mean(lc) - _mean(lb)
+    df = n + m - 2
+    s = math.sqrt((_ss(lc) + _ss(lb)) / df) if df > 0 else 0.0
+    s = max(s, SIGMA_FLOOR)
+    se = s * math.sqrt(1.0 / n + 1.0 / m)
+    z = t_to_z((d - mid) / se, df)
+    llr = -(theta_pass - theta_fail) * z / se
+    lower, upper = boundaries(design.alpha, design.beta)
+    decision, stop = "continue", None
+    if n >= design.min_trials:
+        if llr >= upper:
+            decision, stop = "fail", "fail_boundary"
+        elif llr <= lower:
+            decision, stop = "pass", "pass_boundary"
+        elif n >= design.max_trials:
+            decision, stop = ("fail" if d < math.log(1.0 - design.tolerance) else "pass"), "cap"
+    return Step(
+        decision,
+        stop,
+        n,
+        math.exp(d),
+        llr,
+        lower,
+        upper,
+        s,
+        df,
+        math.exp(theta_pass),
+        math.exp(theta_fail),
+    )
+
+
+def evaluate(current: list[float], baseline: list[float] | None, design: Design) -> Decision | None:
+    """The verdict after the valid trials so far, or None: measure one more valid trial (pure).
+
+    ``fixed``: :func:`decide` after ``trials``; on UNKNOWN once more after ``2 x trials`` (stop
+    ``round`` or ``extra_round``). ``sequential`` with a usable baseline (>= ``MIN_TRIALS``):
+    :func:`sequential_step` after every trial (stop ``pass_boundary``, ``fail_boundary`` or
+    ``cap``); the floor (``min_output_tokens_per_s``) is applied when it stops. Without a usable
+    baseline both designs measure ``trials`` and pass without a statistical verdict (stop ``round``).
+    """
+    design.check()
+    base = list(baseline or [])
+    n = len(current)
+
+    def fixed_rule(stop: str) -> Decision:
+        d = decide(
+            current,
+            base,
+            tolerance=design.tolerance,
+            alpha=design.alpha,
+            min_output_tokens_per_s=design.min_output_tokens_per_s,
+        )
+        d.trials, d.stop = n, stop
+        return d
+
+    if design.name == "fixed" or len(base) < MIN_TRIALS:
+        if n < design.trials:
+            return None
+        d = fixed_rule("round" if n == design.trials else "extra_round")
+        if d.verdict == "unknown" and n < 2 * design.trials and design.name == "fixed":
+            return None
+        return d
+    if n == 0:
+        return None
+    step = sequential_step(current, base, design)
+    if step.decision == "continue":
+        return None
+    d = fixed_rule(step.stop or "")
+    seq = step.as_dict()
+    d.sequential = seq
+    if d.reason == "below_floor":
+        return d
+    d.verdict = step.decision
+    d.reason = "regression" if step.decision == "fail" else "within_tolerance"
+    return d

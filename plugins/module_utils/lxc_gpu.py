@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 Entry = tuple[str, str]
 
-STYLES = ("proxmox", "lxc")
+PLATFORMS = ("proxmox", "lxc")
 PASSTHROUGH = ("native", "raw")
 CGROUP_KEYS = {1: "lxc.cgroup.devices.allow", 2: "lxc.cgroup2.devices.allow"}
 # Nodes every CUDA container needs besides its GPUs.
@@ -254,9 +254,9 @@ def parse_bind_mounts(mounts: Iterable[Mapping[str, object]]) -> list[BindMount]
     return out
 
 
-def render_bind_mounts(mounts: Sequence[BindMount], style: str, indexes: Sequence[int] = ()) -> list[Entry]:
+def render_bind_mounts(mounts: Sequence[BindMount], platform: str, indexes: Sequence[int] = ()) -> list[Entry]:
     """PVE ``mpN: <src>,mp=<dst>[,ro=1]`` entries, or LXC ``lxc.mount.entry`` bind lines."""
-    if style == "proxmox":
+    if platform == "proxmox":
         if len(indexes) < len(mounts):
             raise LxcGpuError(f"{len(mounts)} mount points needed but only {len(indexes)} free mpN slots")
         return [
@@ -397,22 +397,22 @@ def join_lines(lines: Sequence[str], final_newline: bool) -> str:
     return "\n".join(lines) + ("\n" if final_newline else "")
 
 
-def _parse_line(line: str, style: str) -> Entry | None:
+def _parse_line(line: str, platform: str) -> Entry | None:
     line = line.removesuffix("\r")
     if not line.strip() or line.lstrip().startswith("#"):
         return None
-    match = (_PVE_LINE_RE if style == "proxmox" else _LXC_LINE_RE).match(line)
+    match = (_PVE_LINE_RE if platform == "proxmox" else _LXC_LINE_RE).match(line)
     return (match.group("key"), match.group("value")) if match else None
 
 
-def _format(entry: Entry, style: str, eol: str = "\n") -> str:
-    line = f"{entry[0]}: {entry[1]}" if style == "proxmox" else f"{entry[0]} = {entry[1]}"
+def _format(entry: Entry, platform: str, eol: str = "\n") -> str:
+    line = f"{entry[0]}: {entry[1]}" if platform == "proxmox" else f"{entry[0]} = {entry[1]}"
     return line + ("\r" if eol == "\r\n" else "")
 
 
-def _split_main(lines: list[str], style: str) -> tuple[list[str], list[str]]:
+def _split_main(lines: list[str], platform: str) -> tuple[list[str], list[str]]:
     """PVE confs have ``[snapshot]``/``[pve:pending]`` sections after the main one; edit only the main."""
-    if style == "proxmox":
+    if platform == "proxmox":
         for i, line in enumerate(lines):
             if line.startswith("["):
                 return lines[:i], lines[i:]
@@ -455,7 +455,7 @@ class _Slot:
 
 def merge_config(
     text: str,
-    style: str,
+    platform: str,
     block: Sequence[Entry],
     settings: Sequence[Entry],
     owned: Callable[[str, str], bool],
@@ -468,8 +468,8 @@ def merge_config(
     entries go where PVE's writer would put them: its own keys sorted, raw ``lxc.*`` keys last
     (plain LXC: at the end). Merging the result again gives the same text.
     """
-    if style not in STYLES:
-        raise LxcGpuError(f"unknown config style {style!r} (expected one of {', '.join(STYLES)})")
+    if platform not in PLATFORMS:
+        raise LxcGpuError(f"unknown platform {platform!r} (expected one of {', '.join(PLATFORMS)})")
     single: dict[str, str] = {}
     for key, value in settings:
         if key in single:
@@ -480,22 +480,22 @@ def merge_config(
         raise LxcGpuError(f"key(s) {sorted(clash)} cannot be both a setting and a device entry")
 
     def group(key: str) -> str:
-        return "raw" if style == "lxc" or key.startswith("lxc.") else "plain"
+        return "raw" if platform == "lxc" or key.startswith("lxc.") else "plain"
 
     lines, final_newline, eol = split_lines(text)
-    main, rest = _split_main(lines, style)
+    main, rest = _split_main(lines, platform)
     kept: list[str | _Slot] = []
     slots: dict[str, _Slot] = {}
     seen: set[str] = set()
     for line in main:
-        entry = _parse_line(line, style)
+        entry = _parse_line(line, platform)
         if entry is None:
             kept.append(line)
         elif entry[0] in single:
             if entry[0] not in seen:
                 seen.add(entry[0])
                 cr = "\r" if line.endswith("\r") else ""
-                kept.append(_format((entry[0], single[entry[0]]), style) + cr)
+                kept.append(_format((entry[0], single[entry[0]]), platform) + cr)
         elif owned(*entry):
             if group(entry[0]) not in slots:
                 slots[group(entry[0])] = _Slot(group(entry[0]))
@@ -512,7 +512,7 @@ def merge_config(
     elif plain_block:
         new_plain.append(plain_block)
     for entries in new_plain:
-        kept.insert(_sorted_position(kept, entries[0][0], style), _Slot("plain", entries))
+        kept.insert(_sorted_position(kept, entries[0][0], platform), _Slot("plain", entries))
     if "raw" in slots:
         slots["raw"].entries = raw_block
         appended = []
@@ -527,14 +527,14 @@ def merge_config(
     out: list[str] = []
     for item in kept:
         if isinstance(item, _Slot):
-            out += [_format(e, style, eol) for e in item.entries]
+            out += [_format(e, platform, eol) for e in item.entries]
         else:
             out.append(item)
     out += rest
     return join_lines(out, final_newline)
 
 
-def _sorted_position(kept: Sequence[str | _Slot], key: str, style: str) -> int:
+def _sorted_position(kept: Sequence[str | _Slot], key: str, platform: str) -> int:
     """Where PVE's sorted writer would put ``key``: before the first entry that sorts after it."""
     want = _pve_sort_key(key)
     position = 0
@@ -545,7 +545,7 @@ def _sorted_position(kept: Sequence[str | _Slot], key: str, style: str) -> int:
                 return i
             position = i + 1 if item.entries else position
             continue
-        entry = _parse_line(item, style)
+        entry = _parse_line(item, platform)
         if entry is None:
             # Leading comment lines are PVE's description: new entries go after them.
             if not entry_seen and item.lstrip().startswith("#"):
@@ -564,7 +564,7 @@ def _sorted_position(kept: Sequence[str | _Slot], key: str, style: str) -> int:
 def plan_config(
     text: str,
     *,
-    style: str,
+    platform: str,
     nodes: Sequence[DeviceNode],
     passthrough: str = "native",
     cgroup_key: str = CGROUP_KEYS[2],
@@ -577,13 +577,13 @@ def plan_config(
     bind_mounts_root: str = "",
 ) -> tuple[str, list[Entry]]:
     """The new config text and the device entries it holds, for ``nodes`` passed into one container."""
-    if style not in STYLES:
-        raise LxcGpuError(f"unknown flavour {style!r} (expected one of {', '.join(STYLES)})")
+    if platform not in PLATFORMS:
+        raise LxcGpuError(f"unknown platform {platform!r} (expected one of {', '.join(PLATFORMS)})")
     if passthrough not in PASSTHROUGH:
         raise LxcGpuError(f"unknown passthrough {passthrough!r} (expected one of {', '.join(PASSTHROUGH)})")
     majors = set(owned_majors) | {n.major for n in nodes}
     owned = owned_predicate(majors, [m.source for m in bind_mounts], bind_mounts_root)
-    if style == "proxmox" and passthrough == "native":
+    if platform == "proxmox" and passthrough == "native":
         free = free_dev_indexes(used_dev_indexes(text, owned), len(nodes))
         block = render_native(nodes, free, mode=dev_mode, gid=dev_gid)
     else:
@@ -593,8 +593,8 @@ def plan_config(
     if bind_mounts:
         free_mp = (
             [i for i in range(PVE_MAX_MP_INDEX + 1) if i not in used_dev_indexes(text, owned, _PVE_MP_KEY_RE)]
-            if style == "proxmox"
+            if platform == "proxmox"
             else []
         )
-        block += render_bind_mounts(bind_mounts, style, free_mp)
-    return merge_config(text, style, block, validate_settings(settings or {}), owned), block
+        block += render_bind_mounts(bind_mounts, platform, free_mp)
+    return merge_config(text, platform, block, validate_settings(settings or {}), owned), block

@@ -309,7 +309,7 @@ def run_module() -> None:
         before = _read_config(dest) if exists else ""
         after, entries = plan_config(
             before,
-            style=p["flavour"],
+            platform=p["flavour"],
             nodes=nodes,
             passthrough=passthrough,
             cgroup_key=cgroup_key,

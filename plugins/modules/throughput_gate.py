@@ -41,11 +41,22 @@ description:
     output tokens) must stay under 2 GiB, and O(requests_per_trial) x O(output_len) under 2^22."
   - O(api_key) and a password in O(url) are masked in every message, plan and result, also in
     escaped forms; an O(api_key) with control or non-ASCII characters is refused unsent.
-  - "Decision: FAIL iff median(current) < median(baseline) x (1 - O(tolerance)) and a one-sided
-    Mann-Whitney test (exact) gives p < O(alpha); PASS if the drop is within the tolerance or
-    clearly not significant (p >= 0.5); otherwise UNKNOWN, which runs one extra round of O(trials)
-    trials and decides again on all of them. A baseline of fewer than 5 trials gives no statistical
-    verdict (reason C(baseline_insufficient), a pass). The floor O(min_output_tokens_per_s) fails on its own."
+  - "Decision, O(design=sequential) (the default): after each valid trial, from O(min_trials) on, a
+    sequential probability ratio test on log throughput compares the hypothesis 'the drop is
+    O(tolerance) - O(margin)' (PASS) with 'the drop is O(tolerance) + O(margin)' (FAIL), with the
+    noise estimated from the baseline's and this run's trials. It stops at the first clear verdict:
+    a run whose true drop is O(tolerance) - O(margin) or less fails with probability at most about
+    O(alpha), one whose drop is O(tolerance) + O(margin) or more passes with probability at most
+    about O(beta). At O(max_trials) without a clear verdict, the side of the tolerance line decides.
+    The result says how many trials the verdict used (RV(decided_after_trials)) and why it stopped
+    (RV(stop)); docs/measurement.md in the collection explains the design and its measured error rates."
+  - "Decision, O(design=fixed) (the design the gate used before the sequential one): O(trials) trials;
+    FAIL iff median(current) < median(baseline) x (1 - O(tolerance)) and a one-sided Mann-Whitney test (exact) gives p <
+    O(alpha); PASS if the drop is within the tolerance or clearly not significant (p >= 0.5);
+    otherwise UNKNOWN, which runs one extra round of O(trials) trials and decides again on all of them."
+  - A baseline of fewer than 5 trials gives no statistical verdict (reason C(baseline_insufficient), a
+    pass); without a usable baseline both designs measure O(trials) trials. The floor
+    O(min_output_tokens_per_s) fails on its own.
   - With O(telemetry), one C(nvidia-smi --query-gpu=... -lms) loop samples all GPUs during the trials;
     the result reports per-GPU power against the enforced limit, utilization, SM clock,
     temperature, clock-event reasons and energy; average power under 50% of the limit is flagged
@@ -95,9 +106,43 @@ options:
     type: int
     default: 64
   trials:
-    description: Valid trials to measure, 1 to 50 (5 or more for a statistical verdict).
+    description:
+      - Valid trials per round, 1 to 50. O(design=fixed) runs one round and one extra round on UNKNOWN.
+      - Both designs measure exactly this many when there is no usable baseline (these trials become the
+        first baseline, which needs 5 or more).
     type: int
     default: 5
+  design:
+    description:
+      - V(sequential) decides after each valid trial and stops at the first clear verdict, between
+        O(min_trials) and O(max_trials) trials; V(fixed) is the fixed round of O(trials) with one extra
+        round on UNKNOWN.
+    type: str
+    choices: [sequential, fixed]
+    default: sequential
+  min_trials:
+    description:
+      - Sequential design, 2 to 50 and at most O(max_trials) - valid trials before any verdict, so that a
+        lucky trial never decides.
+      - The action plugin raises it to O(trials) when the run may write a baseline (no baseline yet,
+        O(update_baseline) or O(accept_baseline)), so such a run has enough trials to store.
+    type: int
+    default: 3
+  max_trials:
+    description: Sequential design, 2 to 100 - the cap on valid trials; there the side of the tolerance line decides.
+    type: int
+    default: 10
+  beta:
+    description:
+      - Sequential design, in (0, 0.5) - the largest chance to PASS a run whose drop is O(tolerance) + O(margin).
+    type: float
+    default: 0.005
+  margin:
+    description:
+      - Sequential design, 0.01 to 0.5 - half-width of the indifference zone around O(tolerance) (a fraction
+        of the baseline). O(tolerance) + O(margin) must stay below 1.
+    type: float
+    default: 0.05
   baseline:
     description:
       - Output tokens/s of earlier valid trials (the baseline); at most 1000 values, each in (0, 1e8].
@@ -110,7 +155,10 @@ options:
     type: float
     default: 0.10
   alpha:
-    description: Significance level of the one-sided Mann-Whitney test, in (0, 1).
+    description:
+      - In (0, 1). V(fixed) design - significance level of the one-sided Mann-Whitney test. V(sequential) design -
+        the largest chance to FAIL a run whose drop is O(tolerance) - O(margin) (a run with no drop fails far
+        less often, see docs/measurement.md).
     type: float
     default: 0.05
   min_output_tokens_per_s:
@@ -148,7 +196,9 @@ options:
       - Default O(trials).
     type: int
   fail_on_unknown:
-    description: Fail when the verdict is still UNKNOWN after the extra round.
+    description:
+      - Fail when the verdict is still UNKNOWN after the extra round (V(fixed) design; the sequential design
+        always decides).
     type: bool
     default: true
   # Controller-side options: the action plugin of the same name handles them on the controller
@@ -236,7 +286,9 @@ EXAMPLES = r"""
     requests_per_trial: 256
     input_len: 1024
     output_len: 256
-    trials: 5
+    design: sequential
+    min_trials: 3
+    max_trials: 10
     baseline: [3712.4, 3740.9, 3751.0, 3733.2, 3745.6]
     tolerance: 0.10
     min_output_tokens_per_s: 3000
@@ -290,9 +342,31 @@ p_value:
   returned: always
   type: float
 extra_round:
-  description: Whether the UNKNOWN verdict triggered the extra round of trials.
+  description: Whether the UNKNOWN verdict triggered the extra round of trials (V(fixed) design).
   returned: always
   type: bool
+design:
+  description: The design that decided (O(design)).
+  returned: always
+  type: str
+decided_after_trials:
+  description: How many valid trials the verdict used; null when no verdict was reached.
+  returned: always
+  type: int
+stop:
+  description: >-
+    Why the run stopped where it did - V(round) (the round of O(trials)), V(extra_round), V(pass_boundary) or
+    V(fail_boundary) (the sequential test crossed a boundary), V(cap) (O(max_trials) reached); null when no
+    verdict was reached.
+  returned: always
+  type: str
+sequential:
+  description: >-
+    The sequential test where it stopped - C(n), C(ratio) (current over baseline, geometric means), C(llr)
+    (log-likelihood ratio of FAIL over PASS), C(lower) and C(upper) (its boundaries), C(sigma) (noise used),
+    C(df), C(pass_ratio), C(fail_ratio); null for the fixed design or without a usable baseline.
+  returned: always
+  type: dict
 invalid_trials:
   description: Number of invalid trials (retried, not counted).
   returned: always
@@ -354,6 +428,11 @@ ARGUMENT_SPEC = {
     "baseline": {"type": "list", "elements": "float", "default": []},
     "tolerance": {"type": "float", "default": 0.10},
     "alpha": {"type": "float", "default": 0.05},
+    "design": {"type": "str", "choices": ["sequential", "fixed"], "default": "sequential"},
+    "min_trials": {"type": "int", "default": 3},
+    "max_trials": {"type": "int", "default": 10},
+    "beta": {"type": "float", "default": 0.005},
+    "margin": {"type": "float", "default": 0.05},
     "min_output_tokens_per_s": {"type": "float", "default": 0, "no_log": False},
     "ready_timeout": {"type": "float", "default": 1800},
     "request_timeout": {"type": "float", "default": 300},

@@ -85,9 +85,11 @@ mkdir -p "$DEST"
 )
 
 # --- run ------------------------------------------------------------------------------------
-# No test is skipped: all 24 run here. pslint (needs pwsh) and changelog (needs changelogs/)
-# find nothing to check in this collection and pass without their tools. Add "--skip-test NAME"
-# entries here, each with the reason, only for a test that cannot run on this machine.
+# No test is skipped: all 24 run here. pslint (needs pwsh) finds nothing to check in this
+# collection and passes without its tool; changelog lints changelogs/fragments/ with the
+# antsibull-changelog ansible-test pins (installed into its sanity venv from PyPI).
+# Add "--skip-test NAME" entries here, each with the reason, only for a test that cannot run on
+# this machine.
 SKIP=()
 cd "$DEST"
 rc=0

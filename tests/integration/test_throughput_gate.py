@@ -188,6 +188,12 @@ def test_passes_at_baseline_speed_and_fails_at_80_percent(tmp_path, standin):
     assert same.res["verdict"] == "pass"
     assert same.res["reason"] in ("within_tolerance", "not_significant")
     assert same.res["p_value"] is not None
+    # the sequential design (the default) stops at its minimum on so clear a case, and says so
+    assert same.res["design"] == "sequential"
+    assert (same.res["decided_after_trials"], same.res["stop"]) == (3, "pass_boundary")
+    assert len(same.res["valid_trial_values"]) == 3
+    assert same.res["sequential"]["llr"] <= same.res["sequential"]["lower"]
+    assert "decided after 3 valid trials at the PASS boundary" in same.res["msg"]
 
     fast.stop()
     slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.8))
@@ -197,9 +203,17 @@ def test_passes_at_baseline_speed_and_fails_at_80_percent(tmp_path, standin):
     assert regressed.res["reason"] == "regression"
     assert -25 < regressed.res["delta_pct"] < -15
     assert regressed.res["p_value"] < 0.05
+    assert (regressed.res["decided_after_trials"], regressed.res["stop"]) == (3, "fail_boundary")
     msg = regressed.res["msg"]
-    for needle in ("baseline median", "current median", "delta", "p-value", "telemetry"):
+    for needle in ("baseline median", "current median", "delta", "p-value", "telemetry", "decided after 3"):
         assert needle in msg, msg
+
+    # the fixed design is still there: a round of 5, the same verdict
+    fixed = gate(tmp_path, slow.url, baseline=baseline, design="fixed")
+    assert fixed.rc != 0, fixed.output
+    assert (fixed.res["verdict"], fixed.res["reason"]) == ("fail", "regression")
+    assert (fixed.res["decided_after_trials"], fixed.res["stop"]) == (5, "round")
+    assert fixed.res["sequential"] is None
 
 
 def test_floor_fails_without_baseline(tmp_path, standin):
@@ -252,7 +266,8 @@ def test_each_fault_fails_clearly(tmp_path, standin, fault):
     assert "Traceback" not in r.output
 
 
-def test_one_bad_trial_is_retried_not_counted(tmp_path, standin):
+@pytest.mark.parametrize(("design", "valid"), [("fixed", 5), ("sequential", 3)])
+def test_one_bad_trial_is_retried_not_counted(tmp_path, standin, design, valid):
     # the 3rd trial's first request gets a mid-stream error; the trial is retried
     after = SHAPE["warmup_requests"] + 2 * SHAPE["requests_per_trial"]
     server = standin(
@@ -261,11 +276,12 @@ def test_one_bad_trial_is_retried_not_counted(tmp_path, standin):
         STANDIN_FAULT_AFTER=str(after),
         STANDIN_FAULT_COUNT="1",
     )
-    r = gate(tmp_path, server.url, baseline=[RATE] * 5)
+    r = gate(tmp_path, server.url, baseline=[RATE] * 5, design=design)
     assert r.rc == 0, r.output
     assert r.res["verdict"] == "pass"
     assert r.res["invalid_trials"] == 1
-    assert len(r.res["valid_trial_values"]) == 5
+    assert len(r.res["valid_trial_values"]) == valid
+    assert r.res["decided_after_trials"] == valid
     assert [t["valid"] for t in r.res["trials"]].count(False) == 1
 
 
@@ -406,6 +422,9 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
     assert second.rc == 0, second.output
     assert second.res["reason"] in ("within_tolerance", "not_significant")
     assert json.loads(baseline_path.read_text()) == stored  # not replaced without update_baseline
+    # a run that cannot write the baseline stops early; the history says after how many and why
+    assert len(second.res["valid_trial_values"]) == 3
+    assert second.res["baseline"]["min_trials_raised_to"] is None
 
     fast.stop()
     slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.8))
@@ -421,6 +440,11 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
     history = [json.loads(line) for line in (tmp_path / "baselines" / f"{key}.history.jsonl").read_text().splitlines()]
     assert [h["verdict"] for h in history] == ["pass", "pass", "fail"]
     assert history[2]["failed"] is True
+    assert [(h["decided_after_trials"], h["stop"]) for h in history] == [
+        (5, "round"),
+        (3, "pass_boundary"),
+        (5, "fail_boundary"),
+    ]
 
     # update_baseline from a passing run replaces it
     fourth = run_play(
@@ -430,6 +454,9 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
         task,
     )
     assert fourth.rc == 0, fourth.output
+    # update_baseline raises the sequential minimum to throughput_gate_trials, so the run can be stored
+    assert fourth.res["baseline"]["min_trials_raised_to"] == 5
+    assert len(fourth.res["valid_trial_values"]) == 5
     assert json.loads(baseline_path.read_text())["trials"] == fourth.res["valid_trial_values"]
 
 

@@ -3,7 +3,7 @@
 - galaxy.yml `dependencies`, requirements.yml and the execution environment's collections are
   exactly the collections the product (roles, plugins, playbooks, the reference inventory) uses;
   collections only tests use are available to the test toolchain.
-- Versions agree: galaxy.yml with CHANGELOG.md, meta/runtime.yml with every role's
+- Versions agree: galaxy.yml with changelogs/changelog.yaml and CHANGELOG.md, meta/runtime.yml with every role's
   min_ansible_version and with the pinned ansible-core; the EE's pins with requirements.txt.
 - requirements.txt is what a controller needs (no test tools); requirements-dev.txt adds the tools.
 - LICENSE ships the GPL-3.0 text galaxy.yml names; no placeholder URLs.
@@ -193,10 +193,13 @@ def test_requirements_split_users_from_developers() -> None:
 
 def test_versions_agree() -> None:
     galaxy = load("galaxy.yml")
-    changelog = (REPO / "CHANGELOG.md").read_text()
-    top = re.search(r"^## (\S+)", changelog, re.MULTILINE)
+    releases = load("changelogs/changelog.yaml")["releases"]
+    newest = max(releases, key=Version)
+    assert newest == galaxy["version"], f"changelogs/changelog.yaml {newest} != galaxy.yml {galaxy['version']}"
+    # CHANGELOG.md is rendered from it by antsibull-changelog (make changelog; make lint checks it is current)
+    top = re.search(r"^## v(\S+)", (REPO / "CHANGELOG.md").read_text(), re.MULTILINE)
     assert top, "CHANGELOG.md has no version heading"
-    assert top.group(1) == galaxy["version"], f"CHANGELOG.md {top.group(1)} != galaxy.yml {galaxy['version']}"
+    assert top.group(1).replace("\\", "") == newest, f"CHANGELOG.md {top.group(1)} != {newest}"
 
     requires = SpecifierSet(load("meta/runtime.yml")["requires_ansible"])
     core = Version(str(pins("requirements.txt")["ansible-core"].specifier).lstrip("="))

@@ -38,6 +38,15 @@ def params(**kw) -> gr.GateParams:
         ({"requests_per_trial": 65537}, "requests_per_trial must be a finite number in [1, 65536]"),
         ({"trials": 51}, "trials must be a finite number in [1, 50]"),
         ({"max_invalid_trials": -1}, "max_invalid_trials must be a finite number in [0, 100]"),
+        ({"min_trials": 1}, "min_trials must be a finite number in [2, 50], got 1"),
+        ({"max_trials": 101}, "max_trials must be a finite number in [2, 100], got 101"),
+        ({"min_trials": 3.5}, "min_trials must be a whole number"),
+        ({"min_trials": 12, "max_trials": 10}, "min_trials (12) must be between 1 and max_trials (10)"),
+        ({"beta": 0.0}, "beta must be a finite number in (0, 0.5)"),
+        ({"beta": math.nan}, "beta must be a finite number in (0, 0.5)"),
+        ({"margin": 0.001}, "margin must be a finite number in [0.01, 0.5]"),
+        ({"tolerance": 0.6, "margin": 0.45}, "tolerance + margin below 1"),
+        ({"design": "bayesian"}, "design must be one of sequential, fixed"),
         ({"telemetry_interval_ms": 10}, "telemetry_interval_ms must be a finite number in [50, 60000] ms"),
         ({"baseline": [1.0, math.nan]}, "baseline[1] must be a finite number in (0, 1e+08] tokens/s"),
         ({"baseline": [1.0] * 1001}, "baseline has 1001 values"),
@@ -86,9 +95,22 @@ def test_deadlines_are_derived_and_finite():
     assert dl.request_s == 2 + 8 * gl.REQUEST_S_PER_TOKEN
     assert dl.connect_s == 2
     assert dl.trial_s == (2 + 1) * (dl.request_s + dl.connect_s)  # two waves of 4, plus one
-    assert dl.max_trials == 5 * 2 + 5
+    assert dl.max_trials == 10 + 5  # the sequential cap and the retried invalid trials
     assert dl.run_s > 60 + dl.max_trials * dl.trial_s
     assert all(math.isfinite(v) for v in dl.as_dict().values())
+    # the deadline follows the design's most trials
+    assert gr.run_deadlines(params(max_trials=30)).max_trials == 30 + 5
+    assert gr.run_deadlines(params(trials=7, max_trials=4, min_trials=2)).max_trials == 7 + 7
+    assert gr.run_deadlines(params(design="fixed", trials=4, max_trials=30)).max_trials == 2 * 4 + 4
+
+
+def test_plan_states_the_design():
+    seq = gr.plan(params(baseline=[100.0] * 5))["design"]
+    assert seq["name"] == "sequential"
+    assert seq["valid_trials"] == "3 to 10, stopping at the first clear verdict"
+    assert (seq["pass_hypothesis_drop"], seq["fail_hypothesis_drop"]) == (0.05, 0.15)
+    assert gr.plan(params())["design"]["valid_trials"] == "5 (one round (no usable baseline))"
+    assert "extra round" in gr.plan(params(design="fixed"))["design"]["valid_trials"]
 
 
 def test_memory_ceiling_formula():

@@ -83,15 +83,15 @@ LXC_SETTINGS = {"lxc.prlimit.memlock": "unlimited", "lxc.prlimit.nofile": "10485
 
 GOLDEN_CASES = {
     # name: (input, kwargs)
-    "ct101.native.conf": ("ct101.conf", {"style": "proxmox", "passthrough": "native", "settings": PVE_SETTINGS}),
-    "ct101.raw.conf": ("ct101.conf", {"style": "proxmox", "passthrough": "raw", "settings": PVE_SETTINGS}),
+    "ct101.native.conf": ("ct101.conf", {"platform": "proxmox", "passthrough": "native", "settings": PVE_SETTINGS}),
+    "ct101.raw.conf": ("ct101.conf", {"platform": "proxmox", "passthrough": "raw", "settings": PVE_SETTINGS}),
     "lxc-guest.hybrid.config": (
         "lxc-guest.config",
-        {"style": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup.devices.allow", "settings": LXC_SETTINGS},
+        {"platform": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup.devices.allow", "settings": LXC_SETTINGS},
     ),
     "lxc-guest.unified.config": (
         "lxc-guest.config",
-        {"style": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup2.devices.allow", "settings": LXC_SETTINGS},
+        {"platform": "lxc", "passthrough": "raw", "cgroup_key": "lxc.cgroup2.devices.allow", "settings": LXC_SETTINGS},
     ),
 }
 
@@ -288,20 +288,20 @@ def test_native_slots_exhausted() -> None:
     text = "".join(f"dev{i}: /dev/dri/renderD{128 + i}\n" for i in range(254))
     nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
     with pytest.raises(LxcGpuError, match=re.escape("4 devN entries needed but only 2 of dev0..dev255 are free")):
-        plan_config(text, style="proxmox", nodes=nodes)
+        plan_config(text, platform="proxmox", nodes=nodes)
 
 
 def test_switching_passthrough_replaces_the_other_flavour() -> None:
     native = (GOLDEN / "ct101.native.conf").read_text()
     raw = (GOLDEN / "ct101.raw.conf").read_text()
-    assert _plan(native, style="proxmox", passthrough="raw", settings=PVE_SETTINGS) == raw
-    assert _plan(raw, style="proxmox", passthrough="native", settings=PVE_SETTINGS) == native
+    assert _plan(native, platform="proxmox", passthrough="raw", settings=PVE_SETTINGS) == raw
+    assert _plan(raw, platform="proxmox", passthrough="native", settings=PVE_SETTINGS) == native
 
 
 def test_fewer_gpus_removes_stale_lines() -> None:
     raw = (GOLDEN / "ct101.raw.conf").read_text()
     nodes = select_device_nodes(rtx_host(), [1], include_caps=False)
-    out, _ = plan_config(raw, style="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
+    out, _ = plan_config(raw, platform="proxmox", passthrough="raw", nodes=nodes, owned_majors={195, 510, 511})
     assert "/dev/nvidia0 " not in out.split("\n[", maxsplit=1)[0]
     assert "c 195:0 rwm" not in out
     assert "c 511:1 rwm" not in out
@@ -315,17 +315,17 @@ def test_duplicate_setting_lines_collapse() -> None:
 
 
 def test_merge_rejects_bad_input() -> None:
-    with pytest.raises(LxcGpuError, match="unknown config style 'yaml'"):
+    with pytest.raises(LxcGpuError, match="unknown platform 'yaml'"):
         merge_config("", "yaml", [], [], owned_predicate([]))
     with pytest.raises(LxcGpuError, match="setting 'cores' given twice"):
         merge_config("", "proxmox", [], [("cores", "1"), ("cores", "2")], owned_predicate([]))
     with pytest.raises(LxcGpuError, match="unknown passthrough 'vfio'"):
-        plan_config("", style="proxmox", nodes=[], passthrough="vfio")
+        plan_config("", platform="proxmox", nodes=[], passthrough="vfio")
 
 
 def test_empty_config_gets_sorted_pve_layout() -> None:
     nodes = select_device_nodes(rtx_host(gpus=1), [0], include_caps=False)
-    out, _ = plan_config("", style="proxmox", nodes=nodes, settings={"memory": "1024", "arch": "amd64"})
+    out, _ = plan_config("", platform="proxmox", nodes=nodes, settings={"memory": "1024", "arch": "amd64"})
     assert out.splitlines() == [
         "arch: amd64",
         "dev0: /dev/nvidia0,mode=0666",
@@ -395,19 +395,19 @@ STORE = [{"source": "/srv/gpufleet/models", "target": "/srv/models"}]
 def test_bind_mount_proxmox_takes_a_free_mp_slot_read_only_and_is_idempotent():
     text = "arch: amd64\nmp0: local-lvm:vm-101-disk-1,mp=/data,size=8G\nrootfs: local-lvm:vm-101-disk-0,size=8G\n"
     mounts = parse_bind_mounts(STORE)
-    once, entries = plan_config(text, style="proxmox", nodes=[], bind_mounts=mounts)
+    once, entries = plan_config(text, platform="proxmox", nodes=[], bind_mounts=mounts)
     assert ("mp1", "/srv/gpufleet/models,mp=/srv/models,ro=1") in entries
     assert "mp0: local-lvm:vm-101-disk-1,mp=/data,size=8G\n" in once  # not ours: kept
-    twice, _ = plan_config(once, style="proxmox", nodes=[], bind_mounts=mounts)
+    twice, _ = plan_config(once, platform="proxmox", nodes=[], bind_mounts=mounts)
     assert twice == once
 
 
 def test_bind_mount_lxc_line_and_removal_under_the_root():
     text = "lxc.uts.name = g\nlxc.mount.entry = /srv/other srv/other none bind,ro,create=dir 0 0\n"
-    with_store, _ = plan_config(text, style="lxc", nodes=[], bind_mounts=parse_bind_mounts(STORE))
+    with_store, _ = plan_config(text, platform="lxc", nodes=[], bind_mounts=parse_bind_mounts(STORE))
     assert "lxc.mount.entry = /srv/gpufleet/models srv/models none bind,ro,create=dir 0 0\n" in with_store
     # the list no longer names it: a mount under the managed root is removed, others stay
-    without, _ = plan_config(with_store, style="lxc", nodes=[], bind_mounts_root="/srv/gpufleet/models")
+    without, _ = plan_config(with_store, platform="lxc", nodes=[], bind_mounts_root="/srv/gpufleet/models")
     assert without == text
 
 
@@ -429,4 +429,4 @@ def test_bad_bind_mounts_are_named(mount, needle):
 def test_mount_point_keys_cannot_be_settings():
     # a single-valued mpN setting would delete the mount points the module manages
     with pytest.raises(LxcGpuError, match="settings key 'mp0' cannot be set"):
-        plan_config("", style="proxmox", nodes=[], settings={"mp0": "/srv/x,mp=/x"})
+        plan_config("", platform="proxmox", nodes=[], settings={"mp0": "/srv/x,mp=/x"})

@@ -6,6 +6,9 @@ repo=${1:?usage: guest-rootfs.sh REPO_ROOT}
 image=localhost/gpufleet-test:debian12
 dir="$repo/.cache/lxc"
 mkdir -p "$dir"
+# one export at a time: the integration tests and this scenario may ask at once (make test runs both)
+exec 9>"$dir/debian12-rootfs.lock"
+flock 9
 id=$(podman image inspect --format '{{.Id}}' "$image")
 if [[ "$(cat "$dir/debian12-rootfs.id" 2>/dev/null)" != "$id" || ! -s "$dir/debian12-rootfs.tar" ]]; then
   cid=$(podman create "$image" /sbin/init)
