@@ -33,6 +33,12 @@ up() {
     log "downloading the sglang==$lab_sglang_version wheel (no dependencies)"
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "sglang==$lab_sglang_version"
   fi
+  # the uv wheel role sglang installs itself (its pin: sglang_uv_version in the role's defaults)
+  uv_version=$(sed -n 's/^sglang_uv_version: "\(.*\)"$/\1/p' "$repo/roles/sglang/defaults/main.yml")
+  if ! ls "$cache/wheels/uv-$uv_version-"*.whl >/dev/null 2>&1; then
+    log "downloading the uv==$uv_version wheel"
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "uv==$uv_version"
+  fi
 
   # huggingface_hub for the model_store role's venv, as an air-gapped fleet gets it: a wheelhouse
   if ! ls "$cache/wheels/hf/huggingface_hub-$lab_hf_hub_version-"*.whl >/dev/null 2>&1; then

@@ -11,11 +11,21 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import ansible_runner
 import pytest
-from integration.sglang_wheels import ENABLED_UPSTREAM, PATCH_NEEDED, WHEEL_DIR, install_wheel, wheel_path
+import yaml
+from integration.sglang_wheels import (
+    ENABLED_UPSTREAM,
+    PATCH_NEEDED,
+    WHEEL_DIR,
+    WheelIndex,
+    install_wheel,
+    uv_wheel_path,
+    wheel_path,
+)
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import LAYOUTS, inspect_sglang
 
@@ -23,6 +33,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_RUNNER = next(layout.relpath for layout in LAYOUTS if layout.name == "model_runner")
+UV_VERSION = str(yaml.safe_load((REPO / "roles/sglang/defaults/main.yml").read_text())["sglang_uv_version"])
 
 # Runs the `patch` entry point once per case; a case that fails has its message recorded
 # (the harness's rescue), so one playbook run covers several cases.
@@ -283,7 +294,9 @@ def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
 
 
 def role_vars(tmp_path: Path, version: str, **more) -> dict:
-    wheel_path(version)  # make sure the wheelhouse has it
+    wheel_path(version)  # make sure the wheelhouse has it, and the uv wheel the role installs
+    uv_wheel_path(UV_VERSION)
+    (tmp_path / "uv-cache").mkdir(exist_ok=True)
     return {
         "sglang_root": str(tmp_path / "opt-sglang"),
         "sglang_source": "wheelhouse",
@@ -291,6 +304,8 @@ def role_vars(tmp_path: Path, version: str, **more) -> dict:
         "sglang_version": version,
         "sglang_python": sys.executable,
         "sglang_pip_extra_args": ["--no-deps", "--no-compile"],
+        "sglang_uv_cache_dir": str(tmp_path / "uv-cache"),
+        "sglang_uv_compile_bytecode": False,
         "facts_out": str(tmp_path / "facts.json"),
         **more,
     }
@@ -356,6 +371,198 @@ def test_role_rejects_bad_input(tmp_path):
     assert run.rc != 0
     assert "sglang_source" in run.output
     assert "svn" in run.output
+
+
+@pytest.mark.parametrize(
+    ("more", "expected"),
+    [
+        ({"sglang_installer": "conda"}, ["sglang_installer", "conda", "uv, pip"]),
+        ({"sglang_uv_link_mode": "symlink"}, ["sglang_uv_link_mode", "symlink"]),
+        ({"sglang_uv_cache_dir": "var/cache/uv"}, ["sglang_uv_cache_dir='var/cache/uv'", "absolute path"]),
+        ({"sglang_uv_cache_dir": "/srv/../etc"}, ["sglang_uv_cache_dir='/srv/../etc'", "without '..'"]),
+        ({"sglang_uv_version": "latest"}, ["sglang_uv_version='latest'", "exact version"]),
+    ],
+    ids=["unknown-installer", "symlink-link-mode", "relative-cache", "dotdot-cache", "unpinned-uv"],
+)
+def test_role_rejects_bad_installer_input(tmp_path, more, expected):
+    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", **more))
+    assert run.rc != 0
+    for text in expected:
+        assert text in run.output, run.output
+    assert not (tmp_path / "opt-sglang").exists()
+
+
+def test_role_refuses_a_missing_shared_cache_and_creates_nothing(tmp_path):
+    """A cache path that is not there (the bind mount is missing) would give a private, unshared
+    cache on the container's disk: the role stops before it creates anything."""
+    missing = tmp_path / "not-mounted"
+    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_uv_cache_dir=str(missing)))
+    assert run.rc != 0
+    assert f"sglang_uv_cache_dir={missing} on localhost does not exist" in run.output, run.output
+    assert "proxmox_lxc_gpu_wheel_cache" in run.output
+    assert not missing.exists()
+    assert not (tmp_path / "opt-sglang").exists()
+
+
+# ---- uv, the host-shared wheel cache and the pip fallback, through a real index -----------
+
+
+@pytest.fixture
+def index():
+    served = WheelIndex([wheel_path("0.5.23"), uv_wheel_path(UV_VERSION)])
+    yield served
+    served.down()
+
+
+def node_vars(tmp_path: Path, node: str, index: WheelIndex, cache: Path, **more) -> dict:
+    """Role variables for one container of a host: its own sglang_root, the host's shared cache."""
+    settings = {
+        "sglang_root": str(tmp_path / node),
+        "sglang_wheelhouse": index.url,
+        "sglang_uv_cache_dir": str(cache),
+        "sglang_pip_extra_args": ["--no-deps"],
+        "sglang_uv_compile_bytecode": True,
+        "facts_out": str(tmp_path / f"facts-{node}.json"),
+    }
+    return role_vars(tmp_path, "0.5.23", **{**settings, **more})
+
+
+def release_files(release: Path) -> dict[str, str]:
+    """sha256 of every file of the sglang package in a release, by path below site-packages."""
+    site = next(release.glob("venv/lib/python*/site-packages"))
+    return {str(p.relative_to(site)): sha(p) for p in sorted(site.glob("sglang/**/*.py"))}
+
+
+def test_uv_second_node_takes_the_wheels_from_the_shared_cache(tmp_path, index):
+    cache = tmp_path / "host-wheel-cache"
+    cache.mkdir()
+
+    check = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache), check=True)
+    assert check.rc == 0, check.output
+    assert "is not installed yet" in check.output
+    assert not (tmp_path / "node-a").exists()
+    assert list(cache.iterdir()) == []
+    assert index.requests == []
+
+    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache))
+    assert first.rc == 0, first.output
+    facts_a = json.loads((tmp_path / "facts-node-a.json").read_text())
+    assert facts_a["version"] == "0.5.23"
+    assert facts_a["patch_state"] == "enabled_upstream"
+    assert (tmp_path / f"node-a/tools/uv-{UV_VERSION}/bin/uv").is_file()
+    assert len(index.wheel_downloads("sglang")) == 1, index.requests
+    assert len(index.wheel_downloads("uv")) == 1, index.requests
+    site_a = Path(facts_a["site_packages"])
+    assert list(site_a.glob("sglang/__pycache__/version.cpython-*.pyc")), "uv --compile-bytecode wrote no .pyc"
+    assert (site_a / "sglang/version.py").stat().st_nlink == 1  # copied, not linked to the cache
+
+    again = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache))
+    assert again.rc == 0, again.output
+    assert again.changed == 0, again.output
+
+    # The index stops serving SGLang (project page and wheel): node B can only get it from the cache.
+    index.blocked.add("sglang")
+    served_before = len(index.requests)
+    second = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-b", index, cache))
+    assert second.rc == 0, second.output
+    assert [p for p in index.requests[served_before:] if "sglang" in p] == []
+    facts_b = json.loads((tmp_path / "facts-node-b.json").read_text())
+    assert facts_b["release_id"] == facts_a["release_id"]
+    manifest_a = json.loads((Path(facts_a["release_dir"]) / "gpufleet-release.json").read_text())
+    manifest_b = json.loads((Path(facts_b["release_dir"]) / "gpufleet-release.json").read_text())
+    assert manifest_b["autotune_file"] == manifest_a["autotune_file"].replace("/node-a/", "/node-b/")
+    assert {**manifest_b, "autotune_file": ""} == {**manifest_a, "autotune_file": ""}
+    assert release_files(Path(facts_b["release_dir"])) == release_files(Path(facts_a["release_dir"]))
+
+    # The control: a node with an empty cache cannot install while the index withholds SGLang,
+    # so node B's install came from the shared cache. It fails without a release or a current link.
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    control = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-c", index, empty))
+    assert control.rc != 0, control.output
+    assert "sglang" in control.output
+    assert not (tmp_path / "node-c/current").exists()
+    assert not list((tmp_path / "node-c").glob("releases/*/gpufleet-release.json"))
+
+
+def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
+    """Two containers of a host installing the same release at the same time, one empty cache:
+    uv's locks keep the cache consistent; both releases are complete and verified."""
+    cache = tmp_path / "host-wheel-cache"
+    cache.mkdir()
+    runs = []
+    for node in ("node-a", "node-b"):
+        pdd = tmp_path / f"runner-{node}"
+        (pdd / "project").mkdir(parents=True)
+        (pdd / "project" / "play.yml").write_text(ROLE_PLAY)
+        runner = ansible_runner.run_async(
+            private_data_dir=str(pdd),
+            playbook="play.yml",
+            inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
+            extravars=node_vars(tmp_path, node, index, cache, sglang_uv_compile_bytecode=False),
+            envvars={
+                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+                "ANSIBLE_NOCOLOR": "1",
+                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            },
+            quiet=True,
+        )[1]
+        runs.append(runner)
+    deadline = time.monotonic() + 600
+    while any(r.status in ("unstarted", "starting", "running") for r in runs):
+        assert time.monotonic() < deadline, "two concurrent installs did not finish in 600 s"
+        time.sleep(1)
+    for node, runner in zip(("node-a", "node-b"), runs, strict=True):
+        assert runner.rc == 0, runner.stdout.read()
+        facts = json.loads((tmp_path / f"facts-{node}.json").read_text())
+        assert facts["version"] == "0.5.23"
+        assert facts["patch_state"] == "enabled_upstream"
+    a = json.loads((tmp_path / "facts-node-a.json").read_text())["release_dir"]
+    b = json.loads((tmp_path / "facts-node-b.json").read_text())["release_dir"]
+    assert release_files(Path(b)) == release_files(Path(a))
+
+
+def test_damaged_cache_cannot_become_current(tmp_path, index):
+    """A cache entry that lost a file (a partial or damaged cache) gives a release that fails
+    verification: no manifest, current not switched."""
+    cache = tmp_path / "host-wheel-cache"
+    cache.mkdir()
+    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache))
+    assert first.rc == 0, first.output
+    autotune = json.loads((tmp_path / "facts-node-a.json").read_text())["autotune_file"]
+    relpath = autotune.split("site-packages/", 1)[1]
+    damaged = list(cache.glob(f"archive-v0/*/{relpath}"))
+    assert len(damaged) == 1, damaged
+    damaged[0].unlink()
+
+    index.blocked.add("sglang")
+    second = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-b", index, cache))
+    assert second.rc != 0, second.output
+    assert relpath in second.output, second.output
+    assert not (tmp_path / "node-b/current").exists()
+    assert not list((tmp_path / "node-b").glob("releases/*/gpufleet-release.json"))
+
+
+def test_pip_fallback_installs_the_same_release_and_uv_keeps_it(tmp_path, index):
+    cache = tmp_path / "host-wheel-cache"
+    cache.mkdir()
+    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="pip"))
+    assert first.rc == 0, first.output
+    facts = json.loads((tmp_path / "facts-node-p.json").read_text())
+    assert facts["version"] == "0.5.23"
+    assert facts["patch_state"] == "enabled_upstream"
+    assert os.readlink(tmp_path / "node-p/current") == facts["release_dir"]
+    assert not (tmp_path / "node-p/tools").exists()  # pip needs no uv
+    assert index.wheel_downloads("uv") == []
+    assert list(cache.iterdir()) == []  # pip does not touch uv's cache
+
+    # Switching the installer does not reinstall: same pins, same release; uv is not even fetched.
+    switched = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="uv"))
+    assert switched.rc == 0, switched.output
+    assert switched.changed == 0, switched.output
+    assert json.loads((tmp_path / "facts-node-p.json").read_text())["release_id"] == facts["release_id"]
+    assert not (tmp_path / "node-p/tools").exists()
 
 
 # ---- crash safety: an interrupted run is undone by the next one; a failure leaves nothing ----
