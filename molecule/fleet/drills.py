@@ -302,6 +302,7 @@ def drill_second_rollback() -> None:
     )
     expect(on_host(tree) == before, "nothing changed")
     log("second rollback: " + re.search(r"sglang_deployment: no previous deployment[^\"\n\x1b]*", text).group(0))
+    check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
 
 
 def drill_slow_canary() -> None:
@@ -479,11 +480,19 @@ def drill_rolling_upgrade_gateway_restart() -> None:
 
 
 def main() -> int:
-    drill_crash_and_renamed_flag()
-    drill_second_rollback()
-    drill_slow_canary()
-    drill_unreachable()
-    drill_rolling_upgrade_gateway_restart()
+    drills = (
+        drill_crash_and_renamed_flag,
+        drill_second_rollback,
+        drill_slow_canary,
+        drill_unreachable,
+        drill_rolling_upgrade_gateway_restart,
+    )
+    times = []
+    for drill in drills:
+        start = time.monotonic()
+        drill()
+        times.append(f"{drill.__name__.removeprefix('drill_')} {time.monotonic() - start:.0f} s")
+    log("FIGURE drill times: " + ", ".join(times))
     log("all drills passed")
     return 0
 
