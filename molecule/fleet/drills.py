@@ -194,8 +194,11 @@ def wait_gateway_routes(nodes: tuple[str, ...], timeout: float = 60) -> None:
     want = {URL[n]: True for n in nodes}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if gateway_workers() == want:
-            return
+        try:
+            if gateway_workers() == want:
+                return
+        except SystemExit:  # not answering yet (restarting)
+            pass
         time.sleep(0.5)
     raise SystemExit(f"FAILED: the gateway lists {gateway_workers()}, expected {sorted(want)} healthy")
 

@@ -4,7 +4,7 @@
 
 Every --every-s seconds until --stop-file exists, one JSON line to --out:
   {"t": unix time, "workers": {url: is_healthy} or null when the gateway did not answer,
-   "marks": [worker URLs held out of rotation], "up": {url: node answers /health}}
+   "marks": [worker URLs held out of rotation], "up": {url: the node's port accepts connections}}
 The drill reads the lines afterwards and checks them against the rollout's own steps.
 Usage: python3 watch.py --out FILE --stop-file FILE --key-env VAR --node URL [--node URL ...]
 """
@@ -21,14 +21,17 @@ MARKS = "/var/lib/sglang-gateway/out-of-rotation"
 
 
 def get(url: str, key: str, timeout: float) -> tuple[int, bytes]:
+    """(status, body); -2 when the connection was refused (nothing listens), -1 on other errors."""
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, b""
-    except OSError:
-        return -1, b""
+    except urllib.error.URLError as exc:
+        return (-2 if isinstance(exc.reason, ConnectionRefusedError) else -1), b""
+    except OSError as exc:
+        return (-2 if isinstance(exc, ConnectionRefusedError) else -1), b""
 
 
 def sample(gateway: str, nodes: list[str], key: str) -> dict[str, object]:
@@ -41,7 +44,9 @@ def sample(gateway: str, nodes: list[str], key: str) -> dict[str, object]:
         for name in sorted(os.listdir(MARKS)):
             with open(os.path.join(MARKS, name), encoding="utf-8") as handle:
                 marks.append(handle.read().strip().rstrip("/"))
-    up = {n: get(f"{n}/health", key, 0.5)[0] == 200 for n in nodes}
+    # down: the node's port refuses connections (its server is not running); a slow answer on a
+    # loaded machine is not "down"
+    up = {n: get(f"{n}/health", key, 2.0)[0] != -2 for n in nodes}
     return {"t": round(time.time(), 3), "workers": workers, "marks": marks, "up": up}
 
 
