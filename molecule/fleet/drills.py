@@ -74,7 +74,7 @@ def _playbook_env(env_extra: dict[str, str] | None) -> dict[str, str]:
 
 
 def playbook(
-    *extra: str, inventories: tuple[str, ...] = (), env_extra: dict[str, str] | None = None, timeout: float = 600
+    *extra: str, inventories: tuple[str, ...] = (), env_extra: dict[str, str] | None = None, timeout: float = 2400
 ) -> tuple[int, str, float]:
     start = time.monotonic()
     out = subprocess.run(
@@ -126,7 +126,7 @@ class LivePlaybook:
             time.sleep(0.2)
         raise SystemExit(f"FAILED: no line /{pattern}/ in the play's output\n{self.output()[-4000:]}")
 
-    def finish(self, timeout: float = 600) -> tuple[int, str, float]:
+    def finish(self, timeout: float = 2400) -> tuple[int, str, float]:
         rc = self.proc.wait(timeout=timeout)
         self.reader.join(timeout=10)
         return rc, self.output(), time.monotonic() - self.start
@@ -407,12 +407,12 @@ def drill_rolling_upgrade_gateway_restart() -> None:
         "fleet-traffic",
         "/usr/bin/python3 /srv/gpufleet-tools/traffic.py --url http://127.0.0.1:8080 --api-key-env"
         " SGLANG_GATEWAY_API_KEY --concurrency 4 --max-new-tokens 64 --stream --retry-refused-s 30"
-        " --stop-file /run/fleet-traffic.stop --summary /run/fleet-traffic.json --duration-s 900",
+        " --stop-file /run/fleet-traffic.stop --summary /run/fleet-traffic.json --duration-s 3600",
     )
     time.sleep(1)
     play = LivePlaybook(*ev({"sglang_version": "0.5.23"}))
     # the canary (node1) runs 0.5.23 and is being gated, out of the gateway: restart the gateway now
-    play.wait_for(r"TASK \[gpufleet\.sglang\.throughput_gate : Run the throughput gate\]", 400)
+    play.wait_for(r"TASK \[gpufleet\.sglang\.throughput_gate : Run the throughput gate\]", 1800)
     t_restart = time.time()
     on_host("systemctl restart sglang-gateway")
     while True:

@@ -58,7 +58,7 @@ def main() -> int:
     p.add_argument("--stop-file", required=True)
     p.add_argument("--key-env", required=True)
     p.add_argument("--every-s", type=float, default=0.2)
-    p.add_argument("--max-s", type=float, default=900)
+    p.add_argument("--max-s", type=float, default=3600)
     args = p.parse_args()
     key = os.environ.get(args.key_env, "")
     deadline = time.monotonic() + args.max_s
