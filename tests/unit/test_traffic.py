@@ -92,7 +92,7 @@ def test_refused_connection_retried_only_when_asked(retry_s: float) -> None:
     threading.Thread(target=open_later, daemon=True).start()
     tally = Tally()
     target = urllib.parse.urlsplit(f"http://127.0.0.1:{port}")
-    ok, reason, _ = one_request(target, {}, b"{}", False, 5.0, retry_refused_s=retry_s, tally=tally)
+    ok, reason, _detail = one_request(target, {}, b"{}", False, 5.0, retry_refused_s=retry_s, tally=tally)
     try:
         if retry_s:
             assert (ok, reason) == (True, "")
