@@ -10,9 +10,16 @@ the stream ends with ``data: [DONE]`` after a final event whose ``meta_info.fini
 and no error event came; everything else (HTTP error, refused connection, timeout, truncated or
 broken stream) is ``failed``, with its reason counted.
 
+With ``--retry-refused-s S`` a refused connection (the endpoint's port is closed: nothing of the
+request was sent, e.g. while a gateway restarts) is tried again every 0.1 s for up to S seconds,
+as HTTP clients do for connection errors (the OpenAI Python client retries them twice with
+backoff); each refusal is counted in ``refused_connects`` and the request is ``ok`` or ``failed``
+by its final answer. A refused connection past S seconds fails as before.
+
 The API key is read from the environment variable named by ``--api-key-env`` (never from argv).
 While running it writes one JSON line of counters per ``--report-every-s`` seconds to stdout; at
-the end it prints ``TRAFFIC {json}`` with the totals and writes the same JSON to ``--summary``.
+the end it prints ``TRAFFIC {json}`` with the totals and writes the same JSON to ``--summary``
+(``failures``: the time and reason of each failed request, up to 1,000).
 Exit status: 0 when no request failed, 1 when some did, 2 on bad arguments.
 """
 
@@ -37,8 +44,10 @@ class Tally:
     sent: int = 0
     ok: int = 0
     failed: int = 0
+    refused_connects: int = 0
     reasons: Counter = field(default_factory=Counter)
     first_failures: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, ok: bool, reason: str = "", detail: str = "") -> None:
@@ -48,8 +57,15 @@ class Tally:
             else:
                 self.failed += 1
                 self.reasons[reason] += 1
+                now = round(time.time(), 3)
                 if len(self.first_failures) < 20:
-                    self.first_failures.append({"t": round(time.time(), 3), "reason": reason, "detail": detail[:300]})
+                    self.first_failures.append({"t": now, "reason": reason, "detail": detail[:300]})
+                if len(self.failures) < 1000:
+                    self.failures.append({"t": now, "reason": reason})
+
+    def refused(self) -> None:
+        with self.lock:
+            self.refused_connects += 1
 
     def start(self) -> None:
         with self.lock:
@@ -61,9 +77,11 @@ class Tally:
                 "sent": self.sent,
                 "ok": self.ok,
                 "failed": self.failed,
+                "refused_connects": self.refused_connects,
                 "in_flight": self.sent - self.ok - self.failed,
                 "reasons": dict(self.reasons),
                 "first_failures": list(self.first_failures),
+                "failures": list(self.failures),
             }
 
 
@@ -97,11 +115,37 @@ def check_json(body: bytes) -> str:
     return ""
 
 
+def connect(target: urllib.parse.SplitResult, timeout_s: float, retry_refused_s: float, tally: Tally):
+    """An open connection; a refused connect is retried every 0.1 s for up to retry_refused_s."""
+    give_up = time.monotonic() + retry_refused_s
+    while True:
+        conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=timeout_s)
+        try:
+            conn.connect()
+            return conn
+        except ConnectionRefusedError:
+            conn.close()
+            if time.monotonic() >= give_up:
+                raise
+            tally.refused()
+            time.sleep(0.1)
+
+
 def one_request(
-    target: urllib.parse.SplitResult, headers: dict[str, str], payload: bytes, stream: bool, timeout_s: float
+    target: urllib.parse.SplitResult,
+    headers: dict[str, str],
+    payload: bytes,
+    stream: bool,
+    timeout_s: float,
+    *,
+    retry_refused_s: float = 0.0,
+    tally: Tally | None = None,
 ):
     """Send one request; return (ok, reason, detail)."""
-    conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=timeout_s)
+    try:
+        conn = connect(target, timeout_s, retry_refused_s, tally or Tally())
+    except OSError as exc:
+        return False, type(exc).__name__, str(exc)
     try:
         conn.request("POST", (target.path.rstrip("/") or "") + "/generate", body=payload, headers=headers)
         resp = conn.getresponse()
@@ -137,7 +181,15 @@ def client(args: argparse.Namespace, tally: Tally, deadline: float, stop: thread
             }
         ).encode()
         tally.start()
-        ok, reason, detail = one_request(target, headers, payload, args.stream, args.request_timeout_s)
+        ok, reason, detail = one_request(
+            target,
+            headers,
+            payload,
+            args.stream,
+            args.request_timeout_s,
+            retry_refused_s=args.retry_refused_s,
+            tally=tally,
+        )
         tally.record(ok, reason, detail)
         # a failed request is retried by the next one after a short pause, as a client would
         pause = args.interval_s if ok else max(args.interval_s, 0.1)
@@ -155,10 +207,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--duration-s", type=float, default=3600.0, help="upper bound on the run")
     p.add_argument("--stop-file", default="", help="stop (after the requests in flight) when this file exists")
     p.add_argument("--request-timeout-s", type=float, default=60.0)
+    p.add_argument(
+        "--retry-refused-s", type=float, default=0.0, help="retry a refused connection for up to this long (0: never)"
+    )
     p.add_argument("--report-every-s", type=float, default=5.0)
     p.add_argument("--api-key-env", default="", help="name of the environment variable holding the API key")
     p.add_argument("--summary", default="", help="write the final JSON here too")
     args = p.parse_args(argv)
+    if args.retry_refused_s < 0:
+        p.error("--retry-refused-s must not be negative")
     if args.concurrency < 1 or args.max_new_tokens < 1 or args.duration_s <= 0 or args.request_timeout_s <= 0:
         p.error("--concurrency, --max-new-tokens, --duration-s and --request-timeout-s must be positive")
     if urllib.parse.urlsplit(args.url).scheme != "http":
@@ -184,7 +241,8 @@ def main(argv: list[str]) -> int:
             time.sleep(0.2)
             if time.monotonic() >= next_report:
                 next_report += args.report_every_s
-                print(json.dumps({"t": round(time.monotonic() - started, 1), **tally.snapshot()}), flush=True)
+                counters = {k: v for k, v in tally.snapshot().items() if k != "failures"}
+                print(json.dumps({"t": round(time.monotonic() - started, 1), **counters}), flush=True)
     except KeyboardInterrupt:
         stop.set()
         for t in threads:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
+import time
+import urllib.parse
 
 import pytest
-from tools.traffic import check_json, check_stream, parse_args
+from tools.traffic import Tally, check_json, check_stream, one_request, parse_args
 
 
 def _sse(*events: object) -> bytes:
@@ -52,3 +57,56 @@ def test_bad_arguments_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Generate(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps(FINAL).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("retry_s", [0.0, 5.0])
+def test_refused_connection_retried_only_when_asked(retry_s: float) -> None:
+    """A port that opens 0.5 s later: without --retry-refused-s the request fails, with it it is ok."""
+    port = _free_port()
+    servers: list[http.server.HTTPServer] = []
+
+    def open_later() -> None:
+        time.sleep(0.5)
+        servers.append(http.server.HTTPServer(("127.0.0.1", port), _Generate))
+        servers[0].serve_forever()
+
+    threading.Thread(target=open_later, daemon=True).start()
+    tally = Tally()
+    target = urllib.parse.urlsplit(f"http://127.0.0.1:{port}")
+    ok, reason, _detail = one_request(target, {}, b"{}", False, 5.0, retry_refused_s=retry_s, tally=tally)
+    try:
+        if retry_s:
+            assert (ok, reason) == (True, "")
+            assert tally.refused_connects >= 1
+        else:
+            assert (ok, reason) == (False, "ConnectionRefusedError")
+            assert tally.refused_connects == 0
+    finally:
+        while not servers:
+            time.sleep(0.05)
+        servers[0].shutdown()
+        servers[0].server_close()
+
+
+def test_retry_refused_must_not_be_negative() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--url", "http://127.0.0.1:1", "--retry-refused-s", "-1"])
