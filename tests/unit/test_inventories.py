@@ -1,8 +1,8 @@
 """inventories/lab (the reference a user copies) and inventories/local (the simulated lab `make lab`
 runs) have one shape: the same files, groups and variable names, a gateway and three SGLang nodes;
 only values differ (addresses, credentials, GPU facts, sizes, and how many Proxmox hosts carry the
-containers: three in the reference, one on this machine). Secrets follow one vault pattern, every Proxmox host has its own
-container list, and a second host is added by copying one file.
+containers: three in the reference, one on this machine). Secrets follow one vault pattern, every
+Proxmox host has its own container list, and another host is added by copying one file.
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ def shape(inventory: Path) -> dict[str, Any]:
             else sorted(sorted(v) for v in hosts.values())
             for g, hosts in groups.items()
         },
-        "children": {g: sorted(c.get("children") or {}) for g, c in load(inventory / "hosts.yml")["all"]["children"].items()},
+        "children": {
+            g: sorted(c.get("children") or {}) for g, c in load(inventory / "hosts.yml")["all"]["children"].items()
+        },
         "all_vars": sorted((load(inventory / "hosts.yml")["all"].get("vars") or {}).keys()),
         "files": {},
     }
