@@ -33,6 +33,9 @@ lab_hf_hub_version=2.4.0
 lab_smg_version=1.13.0
 lab_gateway_vmid=100
 known_hosts=$HOME/.ssh/known_hosts
+# the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too)
+[[ -x "$repo/.venv/bin/ansible-playbook" ]] && export PATH="$repo/.venv/bin:$PATH"
+export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
 
 up() {
