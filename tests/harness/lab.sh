@@ -4,14 +4,24 @@
 #                Proxmox VE host: sshd published on 127.0.0.1:2222, real LXC, the pct
 #                stand-in (tests/standins/pct/pct) as /usr/sbin/pct; the NVIDIA kernel module,
 #                apt repository and nvidia-smi are stand-ins (tests/standins/)
-#   CT 101       the LXC guest that proxmox_lxc_gpu creates on lab-pve1 (inventory host
-#                lab-sglang1), reached with community.proxmox.proxmox_pct_remote: SSH (paramiko)
-#                to lab-pve1, then `pct exec 101 -- ...`, exactly as inventories/lab reaches its
-#                containers
+#   CT 101..103  the LXC guests that proxmox_lxc_gpu creates on lab-pve1 (inventory hosts
+#                lab-sglang1..3, SGLang servers on 127.0.0.1:30001..30003), reached with
+#                community.proxmox.proxmox_pct_remote: SSH (paramiko) to lab-pve1, then
+#                `pct exec <vmid> -- ...`, exactly as inventories/lab reaches its containers
+#   CT 100       a plain LXC guest without GPUs that this script creates (as an admin runs
+#                `pct create`), inventory host lab-gateway1: the smg gateway on 127.0.0.1:8080
+#                (role sglang_gateway) in front of the three nodes
+# The guests share lab-pve1's network namespace (lxc.net.0.type = none).
 # lab-pve1 comes from pve-standin.sh: the controller's SSH key in .cache/lab/ssh/, lab-pve1's host
 # keys read from the container itself into ~/.ssh/known_hosts (where both OpenSSH and paramiko
 # look), replacing any old entry for [127.0.0.1]:2222, so host key checking stays on.
-# usage: lab.sh up | converge [ansible-playbook args] | down | status
+# usage: lab.sh up | converge [ansible-playbook args] | upgrade VERSION [ansible-playbook args]
+#               | down | status
+#   upgrade VERSION   rolling upgrade of the three nodes to SGLang VERSION (a wheel of the Makefile's
+#                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), with steady traffic
+#                     through the gateway (tests/tools/traffic.py in lab-pve1); prints the requests
+#                     sent and failed, each node's drain time and the wall time. LAB_TRAFFIC_CONCURRENCY
+#                     (default 4) clients; -e sglang_rollout_serial=1 for one node per batch.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +30,12 @@ state="$repo/.cache/lab"
 lab_sglang_version=0.5.12.post1
 lab_ssh_port=2222
 lab_hf_hub_version=2.4.0
+lab_smg_version=1.13.0
+lab_gateway_vmid=100
 known_hosts=$HOME/.ssh/known_hosts
+# the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too)
+[[ -x "$repo/.venv/bin/ansible-playbook" ]] && export PATH="$repo/.venv/bin:$PATH"
+export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
 
 up() {
@@ -46,6 +61,14 @@ up() {
     python3 -m pip download -q --only-binary=:all: -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
   fi
 
+  # the smg gateway and its dependencies (CPython 3.11 as in the Debian 12 guests), as a wheelhouse
+  if ! ls "$cache/wheels/smg/smg-$lab_smg_version-"*.whl >/dev/null 2>&1; then
+    log "downloading smg==$lab_smg_version and its dependencies (wheels)"
+    python3 -m pip download -q --only-binary=:all: --python-version 3.11 --implementation cp \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+      -d "$cache/wheels/smg" "smg==$lab_smg_version"
+  fi
+
   # a new lab-pve1 starts without the stand-in kernel module: no /proc state from an old one
   if [[ "$(podman inspect -f '{{.State.Running}}' lab-pve1 2>/dev/null)" != true ]]; then
     rm -rf "${state:?}/proc" && mkdir -p "$state/proc"
@@ -63,9 +86,45 @@ up() {
   fi
   # /proc/devices always exists; the stand-in kernel module adds its majors on install
   [[ -s "$state/proc/devices" ]] || podman exec lab-pve1 cp /proc/devices /var/lib/gpufleet-standin/proc/devices
+  gateway_ct
   # the lab before the pct connection ran its SGLang node as a second Podman container
   podman rm -f lab-sglang1 >/dev/null 2>&1 || true
-  log "lab is up: lab-pve1 (ssh root@127.0.0.1:$lab_ssh_port)"
+  log "lab is up: lab-pve1 (ssh root@127.0.0.1:$lab_ssh_port), the gateway's CT $lab_gateway_vmid"
+}
+
+# CT 100 for the gateway: what an admin's `pct create` does on Proxmox VE (proxmox_lxc_gpu manages
+# GPU containers only): the Debian 12 guest rootfs, lab-pve1's network and resolver, the wheelhouse
+gateway_ct() {
+  podman exec -i lab-pve1 bash -s "$lab_gateway_vmid" <<'CT'
+set -euo pipefail
+vmid=$1 dir=/var/lib/lxc/$1
+if [[ ! -f $dir/config ]]; then
+  echo "[lab] creating CT $vmid (the gateway's container, no GPUs)"
+  rm -rf "$dir/rootfs.new" && mkdir -p "$dir/rootfs.new"
+  tar -xpf /srv/lxc/debian12-rootfs.tar -C "$dir/rootfs.new"
+  rm -rf "$dir/rootfs" && mv "$dir/rootfs.new" "$dir/rootfs"
+  printf '%s\n' \
+    'lxc.include = /usr/share/lxc/config/common.conf' \
+    'lxc.arch = linux64' \
+    'lxc.start.auto = 1' \
+    'lxc.uts.name = gateway-guest' \
+    "lxc.rootfs.path = dir:$dir/rootfs" \
+    'lxc.net.0.type = none' \
+    'lxc.mount.entry = /etc/resolv.conf etc/resolv.conf none bind,ro,create=file 0 0' \
+    'lxc.mount.entry = /srv/wheels srv/wheels none bind,ro,create=dir 0 0' > "$dir/config.new"
+  mv "$dir/config.new" "$dir/config"
+fi
+if ! lxc-info -n "$vmid" -sH | grep -qi running; then
+  lxc-start -n "$vmid"
+  for _ in $(seq 1 60); do
+    state=$(lxc-attach -n "$vmid" -- systemctl is-system-running 2>/dev/null || true)
+    [[ $state == running || $state == degraded ]] && exit 0
+    sleep 1
+  done
+  echo "[lab] CT $vmid: systemd did not finish booting in 60 s" >&2
+  exit 1
+fi
+CT
 }
 
 converge() {
@@ -83,6 +142,49 @@ converge() {
   return "$rc"
 }
 
+# Rolling upgrade through the gateway under steady traffic (see the usage above).
+upgrade() {
+  local version=${1:?usage: lab.sh upgrade VERSION [ansible-playbook args]}
+  shift
+  cd "$repo"
+  mkdir -p "$state"
+  ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
+    { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
+  local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
+  local clients=${LAB_TRAFFIC_CONCURRENCY:-4}
+  podman exec lab-pve1 test -s "$secrets" || { log "no gateway in the lab: run make lab first"; return 2; }
+  podman cp "$repo/tests/tools/traffic.py" lab-pve1:/usr/local/lib/gpufleet-traffic.py
+  podman exec lab-pve1 bash -c 'systemctl stop lab-traffic 2>/dev/null; systemctl reset-failed lab-traffic 2>/dev/null;
+    rm -f /run/lab-traffic.stop /run/lab-traffic.json; true'
+  log "traffic: $clients streaming clients through the gateway (http://127.0.0.1:8080)"
+  podman exec lab-pve1 systemd-run --unit lab-traffic --collect --quiet \
+    --property=EnvironmentFile="$secrets" /usr/bin/python3 /usr/local/lib/gpufleet-traffic.py \
+    --url http://127.0.0.1:8080 --api-key-env SGLANG_GATEWAY_API_KEY --concurrency "$clients" \
+    --max-new-tokens 64 --stream --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
+  sleep 3
+  local start=$SECONDS rc=0
+  log "ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml -e sglang_version=$version $*"
+  ANSIBLE_FORCE_COLOR=0 ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml \
+    -e sglang_version="$version" "$@" 2>&1 | tee "$state/last-upgrade.log" || rc=$?
+  local took=$((SECONDS - start))
+  sleep 2
+  podman exec lab-pve1 bash -c 'touch /run/lab-traffic.stop
+    for _ in $(seq 1 120); do [[ -s /run/lab-traffic.json ]] && exit 0; sleep 1; done; exit 1' ||
+    { log "the traffic generator wrote no summary within 120 s"; rc=1; }
+  echo
+  echo "============================ lab rolling upgrade ============================"
+  sed -n '/^PLAY RECAP/,/^$/p' "$state/last-upgrade.log" | tail -n +2
+  grep -o 'lab-sglang[0-9]: drained in [0-9.]* s ([0-9]* running request(s) at removal)' "$state/last-upgrade.log" |
+    sed 's/^/drain: /' || true
+  podman exec lab-pve1 python3 -c '
+import json
+s = json.load(open("/run/lab-traffic.json"))
+print("traffic through the gateway: sent %s, ok %s, failed %s %s" % (s["sent"], s["ok"], s["failed"], s.get("reasons") or ""))
+raise SystemExit(1 if s["failed"] or not s["sent"] else 0)' || rc=1
+  echo "rolling upgrade to $version: rc=$rc, ${took} s wall time (full log: .cache/lab/last-upgrade.log)"
+  return "$rc"
+}
+
 down() {
   podman rm -f lab-sglang1 >/dev/null 2>&1 || true
   bash "$repo/tests/harness/pve-standin.sh" down lab-pve1 "$lab_ssh_port" "$known_hosts"
@@ -96,7 +198,8 @@ shift || true
 case "$cmd" in
   up) up ;;
   converge) converge "$@" ;;
+  upgrade) upgrade "$@" ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: lab.sh up | converge [ansible-playbook args] | down | status" >&2; exit 2 ;;
+  *) echo "usage: lab.sh up | converge [ansible-playbook args] | upgrade VERSION [args] | down | status" >&2; exit 2 ;;
 esac

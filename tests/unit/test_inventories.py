@@ -1,7 +1,8 @@
 """inventories/lab (the reference a user copies) and inventories/local (the simulated lab `make lab`
-runs) have one shape: the same files, groups and variable names; only values differ (addresses,
-credentials, GPU facts, sizes). Secrets follow one vault pattern, every Proxmox host has its own
-container list, and a second host is added by copying one file.
+runs) have one shape: the same files, groups and variable names, a gateway and three SGLang nodes;
+only values differ (addresses, credentials, GPU facts, sizes, and how many Proxmox hosts carry the
+containers: three in the reference, one on this machine). Secrets follow one vault pattern, every
+Proxmox host has its own container list, and another host is added by copying one file.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "inventories"
 BIN = Path(shutil.which("ansible-inventory") or REPO / ".venv" / "bin" / "ansible-inventory").parent
-GROUPS = ("proxmox_hosts", "gpu_nodes", "sglang_nodes")
+GROUPS = ("proxmox_hosts", "proxmox_containers", "gpu_nodes", "sglang_nodes", "sglang_gateway")
+# groups whose number of hosts is a value, not shape (the reference spreads its nodes over 3 hosts)
+COUNTED_AS_VALUE = ("proxmox_hosts",)
 GROUP_FILES = tuple(f"group_vars/{g}.yml" for g in GROUPS)
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1"}
 
@@ -49,7 +52,15 @@ def shape(inventory: Path) -> dict[str, Any]:
     """Everything but values: files (host_vars named by the groups of their host), groups, variable names."""
     groups = hosts_of(load(inventory / "hosts.yml"))
     out: dict[str, Any] = {
-        "groups": {g: sorted(sorted(v) for v in hosts.values()) for g, hosts in groups.items()},
+        "groups": {
+            g: sorted({tuple(sorted(v)) for v in hosts.values()})
+            if g in COUNTED_AS_VALUE
+            else sorted(sorted(v) for v in hosts.values())
+            for g, hosts in groups.items()
+        },
+        "children": {
+            g: sorted(c.get("children") or {}) for g, c in load(inventory / "hosts.yml")["all"]["children"].items()
+        },
         "all_vars": sorted((load(inventory / "hosts.yml")["all"].get("vars") or {}).keys()),
         "files": {},
     }
@@ -61,13 +72,23 @@ def shape(inventory: Path) -> dict[str, Any]:
             key = "host_vars/<" + "+".join(role_of(groups, host)) + ">.yml"
         if rel == "hosts.yml":
             continue
-        out["files"][key] = sorted(load(inventory / rel).keys())
+        names = sorted(load(inventory / rel).keys())
+        assert out["files"].setdefault(key, names) == names, f"{inventory.name}/{rel}: other variables than its peers"
     return out
 
 
 def test_lab_and_local_have_one_shape() -> None:
     lab, local = shape(INVENTORIES / "lab"), shape(INVENTORIES / "local")
     assert lab == local
+
+
+@pytest.mark.parametrize("name", ["lab", "local"])
+def test_a_gateway_in_front_of_three_nodes(name: str) -> None:
+    groups = hosts_of(load(INVENTORIES / name / "hosts.yml"))
+    assert len(groups["sglang_gateway"]) == 1
+    assert len(groups["sglang_nodes"]) == 3
+    assert set(groups["sglang_nodes"]) <= set(groups["gpu_nodes"])
+    assert not set(groups["sglang_gateway"]) & set(groups["gpu_nodes"]), "the gateway's container has no GPUs"
 
 
 def test_the_agreed_files_exist() -> None:
@@ -145,16 +166,16 @@ def ansible(*args: str) -> subprocess.CompletedProcess[str]:
 def add_second_host(inv: Path) -> None:
     """What a user does: copy host_vars/pve1.yml, give the copy's container its own identity,
     name the new host and container in hosts.yml."""
-    shutil.copy(inv / "host_vars" / "pve1.yml", inv / "host_vars" / "pve2.yml")
-    text = (inv / "host_vars" / "pve2.yml").read_text(encoding="utf-8")
-    text = text.replace("vmid: 101", "vmid: 102").replace("sglang-01", "sglang-02")
-    (inv / "host_vars" / "pve2.yml").write_text(text, encoding="utf-8")
-    (inv / "host_vars" / "sglang-02.yml").write_text("---\nproxmox_host: pve2\n", encoding="utf-8")
+    shutil.copy(inv / "host_vars" / "pve1.yml", inv / "host_vars" / "pve4.yml")
+    text = (inv / "host_vars" / "pve4.yml").read_text(encoding="utf-8")
+    text = text.replace("vmid: 101", "vmid: 104").replace("sglang-01", "sglang-04")
+    (inv / "host_vars" / "pve4.yml").write_text(text, encoding="utf-8")
+    (inv / "host_vars" / "sglang-04.yml").write_text("---\nproxmox_host: pve4\n", encoding="utf-8")
     hosts = load(inv / "hosts.yml")
     children = hosts["all"]["children"]
-    children["proxmox_hosts"]["hosts"]["pve2"] = {"ansible_host": "192.0.2.11", "ansible_port": 22}
-    children["gpu_nodes"]["hosts"]["sglang-02"] = None
-    children["sglang_nodes"]["hosts"]["sglang-02"] = None
+    children["proxmox_hosts"]["hosts"]["pve4"] = {"ansible_host": "192.0.2.14", "ansible_port": 22}
+    children["gpu_nodes"]["hosts"]["sglang-04"] = None
+    children["sglang_nodes"]["hosts"]["sglang-04"] = None
     (inv / "hosts.yml").write_text(yaml.safe_dump(hosts), encoding="utf-8")
 
 
@@ -167,18 +188,28 @@ def test_a_second_proxmox_host_gets_its_own_containers(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     hostvars = json.loads(listed.stdout)["_meta"]["hostvars"]
     lists = {
-        h: [(c["vmid"], c["hostname"]) for c in hostvars[h]["proxmox_lxc_gpu_containers"]] for h in ("pve1", "pve2")
+        h: [(c["vmid"], c["hostname"]) for c in hostvars[h]["proxmox_lxc_gpu_containers"]] for h in ("pve1", "pve4")
     }
-    assert lists == {"pve1": [(101, "sglang-01")], "pve2": [(102, "sglang-02")]}
+    assert lists == {"pve1": [(101, "sglang-01")], "pve4": [(104, "sglang-04")]}
 
     # each container's pct connection resolves to its own Proxmox host and vmid (debug never connects)
     msg = "{{ ansible_connection }} {{ ansible_host }}:{{ ansible_port }} vmid={{ proxmox_vmid }}"
     shown = ansible(
-        str(BIN / "ansible"), "-i", str(inv), "gpu_nodes", "-m", "ansible.builtin.debug", "-a", json.dumps({"msg": msg})
+        str(BIN / "ansible"),
+        "-i",
+        str(inv),
+        "proxmox_containers",
+        "-m",
+        "ansible.builtin.debug",
+        "-a",
+        json.dumps({"msg": msg}),
     )
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    got = dict(re.findall(r"^(sglang-0\d) \| SUCCESS => *\n(?:.*\n)*?\s+msg: (.+)$", shown.stdout, re.M))
+    got = dict(re.findall(r"^([\w-]+) \| SUCCESS => *\n(?:.*\n)*?\s+msg: (.+)$", shown.stdout, re.M))
     assert got == {
         "sglang-01": "community.proxmox.proxmox_pct_remote 192.0.2.10:22 vmid=101",
         "sglang-02": "community.proxmox.proxmox_pct_remote 192.0.2.11:22 vmid=102",
+        "sglang-03": "community.proxmox.proxmox_pct_remote 192.0.2.12:22 vmid=103",
+        "sglang-04": "community.proxmox.proxmox_pct_remote 192.0.2.14:22 vmid=104",
+        "gateway-01": "community.proxmox.proxmox_pct_remote 192.0.2.10:22 vmid=100",
     }, shown.stdout

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+# Copyright (c) gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""No-op converge speed: site.yml with nothing to change beside a bare fact-gathering play on the
+same hosts, per connection type, side by side in one run (issue 15, part 2).
+
+Run against the simulated lab after `make lab` (it changes nothing there):
+
+    .venv/bin/python benchmarks/noop_bench.py [--inventory inventories/local] [--repeat 1]
+
+What it runs, each `--repeat` times (the figure is the median), timing the whole ansible-playbook:
+
+  site      ansible-playbook site.yml --skip-tags bench (as issue 15's figure), with
+            ansible.posix.profile_tasks on: each play's share is read from its timestamps, so the
+            plays of the Proxmox hosts (SSH) and of the containers (proxmox_pct_remote) get their
+            own figure from the same run
+  bare      a play that gathers all facts (the default subset) and pings, on the same hosts:
+            all of them, then the Proxmox hosts (SSH) alone, then the containers (pct) alone
+  podman    where it applies: the Proxmox host stand-in is a Podman container, so
+            playbooks/proxmox_hosts.yml and the bare play also run through
+            containers.podman.podman (an extra inventory source sets the connection)
+
+It prints one table (seconds, and the ratio to the bare play of the same hosts), the changed count
+of every site run (a no-op must be 0; the gate's history line is tagged bench and skipped), and the
+machine's load average before and after. Exit status 1 when a run fails or a no-op run changed
+something.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STANDINS = "@tests/harness/lab-standins.yml"
+BARE_PLAY = """---
+- name: Bare play (facts, ping)
+  hosts: "{{ bench_hosts }}"
+  gather_facts: true
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+"""
+# profile_tasks prints, after each task/play header: "<date> (0:00:01.234)       0:00:05.678 ****"
+STAMP = re.compile(r"^\w+ \d+ \w+ \d{4}\s+[\d:]+ [+-]\d{4} \(([\d:.]+)\)\s+([\d:.]+) \*+$")
+HEADER = re.compile(r"^(PLAY|TASK|RUNNING HANDLER) \[(.*)\]")
+RECAP = re.compile(r"^(\S+)\s*: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+def seconds(hms: str) -> float:
+    h, m, s = hms.split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
+
+
+def run(args: list[str], profile: bool = False) -> tuple[float, str, int]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    if profile:
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "0"
+    start = time.monotonic()
+    out = subprocess.run(
+        ["ansible-playbook", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False
+    )
+    return time.monotonic() - start, out.stdout + out.stderr, out.returncode
+
+
+def play_times(output: str) -> dict[str, float]:
+    """Seconds spent in each play (by name), from profile_tasks' cumulative timestamps: the stamp
+    after a header is when that header's play or task began; the last stamp (after the recap) ends
+    the run."""
+    starts: list[tuple[str, str, float]] = []  # (kind, name, cumulative seconds at its start)
+    pending: tuple[str, str] | None = None
+    end = 0.0
+    for line in output.splitlines():
+        head = HEADER.match(line)
+        if head:
+            pending = (head.group(1), head.group(2))
+            continue
+        stamp = STAMP.match(line.strip())
+        if stamp:
+            end = seconds(stamp.group(2))
+            if pending:
+                starts.append((*pending, end))
+                pending = None
+    plays = [(name, at) for kind, name, at in starts if kind == "PLAY"]
+    times: dict[str, float] = {}
+    for n, (name, at) in enumerate(plays):
+        stop = plays[n + 1][1] if n + 1 < len(plays) else end
+        times[name] = times.get(name, 0.0) + stop - at
+    return times
+
+
+def recap(output: str) -> dict[str, tuple[int, int, int, int]]:
+    return {
+        m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+        for m in map(RECAP.match, output.splitlines())
+        if m
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--inventory", default="inventories/local")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each kind; the median is printed")
+    p.add_argument("--podman-host", default="lab-pve1", help="the Proxmox host that is a Podman container ('' = none)")
+    args = p.parse_args()
+    inv = ["-i", args.inventory, "-e", STANDINS]
+    problems: list[str] = []
+    load_before = load()
+    started = datetime.now().astimezone().isoformat(timespec="seconds")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp) / "bare.yml"
+        bare.write_text(BARE_PLAY, encoding="utf-8")
+        podman_inv = Path(tmp) / "podman.yml"
+        podman_inv.write_text(
+            f"all:\n  hosts:\n    {args.podman_host}:\n      ansible_connection: containers.podman.podman\n"
+            f"      ansible_host: {args.podman_host}\n      ansible_python_interpreter: /usr/bin/python3\n",
+            encoding="utf-8",
+        )
+        podman = ["-i", str(podman_inv)]
+
+        def bench(name: str, argv: list[str], profile: bool = False, noop: bool = False) -> list[tuple[float, str]]:
+            runs = []
+            for _ in range(args.repeat):
+                took, out, rc = run(argv, profile)
+                runs.append((took, out))
+                if rc != 0:
+                    problems.append(f"{name}: rc={rc}\n{out[-3000:]}")
+                if noop:
+                    changed = {h: r[1] for h, r in recap(out).items() if r[1]}
+                    if changed:
+                        problems.append(f"{name}: not a no-op, changed={changed}")
+                print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
+            return runs
+
+        site = bench("site.yml", [*inv, "site.yml", "--skip-tags", "bench"], profile=True, noop=True)
+        bare_all = bench("bare all", [*inv, str(bare), "-e", "bench_hosts=all"])
+        bare_ssh = bench("bare ssh", [*inv, str(bare), "-e", "bench_hosts=proxmox_hosts"])
+        bare_pct = bench("bare pct", [*inv, str(bare), "-e", "bench_hosts=proxmox_containers"])
+        podman_rows: list[tuple[str, float, float]] = []
+        if args.podman_host:
+            hosts_play = bench(
+                "proxmox_hosts.yml (podman)",
+                [*inv, *podman, "playbooks/proxmox_hosts.yml", "--skip-tags", "bench"],
+                noop=True,
+            )
+            bare_podman = bench("bare podman", [*inv, *podman, str(bare), "-e", "bench_hosts=proxmox_hosts"])
+            podman_rows.append(
+                (
+                    f"Podman (containers.podman.podman) to {args.podman_host}: playbooks/proxmox_hosts.yml",
+                    statistics.median(t for t, _ in hosts_play),
+                    statistics.median(t for t, _ in bare_podman),
+                )
+            )
+
+    med = statistics.median
+    per_play = [play_times(out) for _, out in site]
+    names = list(per_play[0]) if per_play else []
+    ssh_plays = [n for n in names if n.startswith("Proxmox hosts")]
+    pct_plays = [n for n in names if n not in ssh_plays]
+    rows = [
+        ("all hosts: site.yml --skip-tags bench", med(t for t, _ in site), med(t for t, _ in bare_all)),
+        (
+            "SSH to the Proxmox host: its play(s) of site.yml",
+            med(sum(pt.get(n, 0.0) for n in ssh_plays) for pt in per_play),
+            med(t for t, _ in bare_ssh),
+        ),
+        (
+            "proxmox_pct_remote to the containers: their plays of site.yml",
+            med(sum(pt.get(n, 0.0) for n in pct_plays) for pt in per_play),
+            med(t for t, _ in bare_pct),
+        ),
+        *podman_rows,
+    ]
+    hosts = sorted(recap(site[0][1])) if site else []
+    print(f"no-op converge vs bare fact-gathering play ({args.inventory}: {', '.join(hosts)})")
+    print(f"started {started}; load average before {load_before}, after {load()}; {os.cpu_count()} CPUs")
+    print(f"median of {args.repeat} run(s) each; whole ansible-playbook wall time (per-play shares from profile_tasks)")
+    print(f"{'what':<82} {'no-op s':>8} {'bare s':>7} {'ratio':>6}")
+    for what, noop_s, bare_s in rows:
+        print(f"{what:<82} {noop_s:8.1f} {bare_s:7.1f} {noop_s / bare_s:5.1f}x")
+    for name in names:
+        print(f"  play {name!r}: {med(pt.get(name, 0.0) for pt in per_play):.1f} s")
+    for run_no, (_, out) in enumerate(site, 1):
+        print(f"  site run {run_no} recap: " + ", ".join(f"{h} changed={r[1]}" for h, r in recap(out).items()))
+    for problem in problems:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
