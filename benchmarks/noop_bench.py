@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """No-op converge speed: site.yml with nothing to change beside a bare fact-gathering play on the
@@ -134,7 +133,7 @@ def main() -> int:
 
         def bench(name: str, argv: list[str], profile: bool = False, noop: bool = False) -> list[tuple[float, str]]:
             runs = []
-            for _ in range(args.repeat):
+            for _run in range(args.repeat):
                 took, out, rc = run(argv, profile)
                 runs.append((took, out))
                 if rc != 0:
@@ -161,27 +160,27 @@ def main() -> int:
             podman_rows.append(
                 (
                     f"Podman (containers.podman.podman) to {args.podman_host}: playbooks/proxmox_hosts.yml",
-                    statistics.median(t for t, _ in hosts_play),
-                    statistics.median(t for t, _ in bare_podman),
+                    statistics.median(t for t, _out in hosts_play),
+                    statistics.median(t for t, _out in bare_podman),
                 )
             )
 
     med = statistics.median
-    per_play = [play_times(out) for _, out in site]
+    per_play = [play_times(out) for _secs, out in site]
     names = list(per_play[0]) if per_play else []
     ssh_plays = [n for n in names if n.startswith("Proxmox hosts")]
     pct_plays = [n for n in names if n not in ssh_plays]
     rows = [
-        ("all hosts: site.yml --skip-tags bench", med(t for t, _ in site), med(t for t, _ in bare_all)),
+        ("all hosts: site.yml --skip-tags bench", med(t for t, _out in site), med(t for t, _out in bare_all)),
         (
             "SSH to the Proxmox host: its play(s) of site.yml",
             med(sum(pt.get(n, 0.0) for n in ssh_plays) for pt in per_play),
-            med(t for t, _ in bare_ssh),
+            med(t for t, _out in bare_ssh),
         ),
         (
             "proxmox_pct_remote to the containers: their plays of site.yml",
             med(sum(pt.get(n, 0.0) for n in pct_plays) for pt in per_play),
-            med(t for t, _ in bare_pct),
+            med(t for t, _out in bare_pct),
         ),
         *podman_rows,
     ]
@@ -194,7 +193,7 @@ def main() -> int:
         print(f"{what:<82} {noop_s:8.1f} {bare_s:7.1f} {noop_s / bare_s:5.1f}x")
     for name in names:
         print(f"  play {name!r}: {med(pt.get(name, 0.0) for pt in per_play):.1f} s")
-    for run_no, (_, out) in enumerate(site, 1):
+    for run_no, (_secs, out) in enumerate(site, 1):
         print(f"  site run {run_no} recap: " + ", ".join(f"{h} changed={r[1]}" for h, r in recap(out).items()))
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
