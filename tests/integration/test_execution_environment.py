@@ -5,7 +5,8 @@
   runtime dependencies.
 - `ansible-builder introspect` on an EE's collection tree with the built gpufleet.sglang tarball
   installed (what ansible-builder does inside any EE that includes the collection) finds paramiko
-  from our meta/execution-environment.yml, and not the root requirements.txt (ansible-core and the
+  (proxmox_pct_remote) and matplotlib (the fleet report's charts) from our
+  meta/execution-environment.yml, and not the root requirements.txt (ansible-core and the
   `ansible` package have no place inside an EE).
 """
 
@@ -25,6 +26,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 # the tools of the venv running the tests (also when PATH does not name it)
 BIN = Path(sys.executable).parent
+# the controller-side packages an EE needs: paramiko (proxmox_pct_remote), matplotlib (fleet_report)
+RUNTIME = {"paramiko", "matplotlib"}
 DEV_TOOLS = re.compile(
     r"\b(molecule|ansible-lint|pytest|testinfra|ruff|yamllint|scipy|ansible-builder)\b", re.IGNORECASE
 )
@@ -56,7 +59,7 @@ def context(tmp_path_factory) -> Path:
 def test_build_context_holds_exactly_the_runtime_dependencies(context: Path) -> None:
     build = context / "_build"
     python = requirement_lines(build / "requirements.txt")
-    assert names(python) == {"paramiko"}, python
+    assert names(python) == RUNTIME, python
     collections = {
         c["name"]: c["version"] for c in yaml.safe_load((build / "requirements.yml").read_text())["collections"]
     }
@@ -77,7 +80,7 @@ def test_build_context_holds_exactly_the_runtime_dependencies(context: Path) -> 
     assert not leaked, leaked
 
 
-def test_collections_in_an_ee_declare_paramiko_not_the_controller_stack(tmp_path: Path) -> None:
+def test_collections_in_an_ee_declare_their_runtime_not_the_controller_stack(tmp_path: Path) -> None:
     run([BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp_path, REPO], cwd=tmp_path)
     (tarball,) = tmp_path.glob("gpufleet-sglang-*.tar.gz")
     tree = tmp_path / "ee-collections"
@@ -93,7 +96,7 @@ def test_collections_in_an_ee_declare_paramiko_not_the_controller_stack(tmp_path
     out = run([BIN / "ansible-builder", "introspect", "--sanitize", tree], cwd=tmp_path).stdout
     data = yaml.safe_load(out)
     ours = [line for line in data["python"] if "from collection gpufleet.sglang" in line]
-    assert names([line.split("#")[0] for line in ours]) == {"paramiko"}, data
+    assert names([line.split("#")[0] for line in ours]) == RUNTIME, data
     everything = names([line.split("#")[0] for line in data["python"]])
     assert not everything & {"ansible-core", "ansible", "ansible-runner", "jinja2", "pyyaml"}, data
     assert not [line for line in data["python"] + data["system"] if DEV_TOOLS.search(line.split("#")[0])], data
