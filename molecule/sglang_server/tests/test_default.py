@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 
@@ -214,7 +215,9 @@ def test_exposure_score_before_and_after(host):
     before_unit = "\n".join(line for line in unit.splitlines() if line.split("=", 1)[0] not in SANDBOX_KEYS)
     tmp = host.run("mktemp -d").stdout.strip()
     try:
-        host.run(f"cat > {tmp}/sglang-server.service <<'EOF'\n{before_unit}\nEOF")
+        # base64: the unit's text (quotes, apostrophes) passes through Ansible's argument splitting
+        encoded = base64.b64encode((before_unit + "\n").encode()).decode()
+        host.run(f"echo {encoded} | base64 -d > {tmp}/sglang-server.service")
         before = exposure(host, f"{tmp}/sglang-server.service")
         after = exposure(host, UNIT)
     finally:
