@@ -141,6 +141,11 @@ def measure(work: Path, method: str, python: str, argv_for, note: str = "") -> R
     return result
 
 
+def pip_install(venv: Path, spec: str, *options: str) -> list[str]:
+    """argv of the venv's pip installing spec with options (never asks, never checks its own version)."""
+    return [str(venv / "bin" / "pip"), "install", "--no-input", "--disable-pip-version-check", *options, spec]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--spec", default="sglang==0.5.23", help="requirement to install (default %(default)s)")
@@ -179,15 +184,7 @@ def main() -> int:
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores {os.cpu_count()}")
 
         def pip(venv: Path) -> list[str]:
-            return [
-                str(venv / "bin" / "pip"),
-                "install",
-                "--no-input",
-                "--disable-pip-version-check",
-                "--cache-dir",
-                str(pip_cache),
-                args.spec,
-            ]
+            return pip_install(venv, args.spec, "--cache-dir", str(pip_cache))
 
         def uv_via_mount(venv: Path) -> list[str]:
             return in_bind_mount(
@@ -249,17 +246,7 @@ def main() -> int:
         sizes["wheelhouse"] = du_gb(wheelhouse)
 
         def pip_wheelhouse(venv: Path) -> list[str]:
-            return [
-                str(venv / "bin" / "pip"),
-                "install",
-                "--no-input",
-                "--disable-pip-version-check",
-                "--no-cache-dir",
-                "--no-index",
-                "--find-links",
-                str(wheelhouse),
-                args.spec,
-            ]
+            return pip_install(venv, args.spec, "--no-cache-dir", "--no-index", "--find-links", str(wheelhouse))
 
         results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
     except KeyboardInterrupt:

@@ -26,9 +26,9 @@ PATCH_NEEDED = ("0.5.8", "0.5.12.post1")
 ENABLED_UPSTREAM = ("0.5.13", "0.5.14", "0.5.23")
 
 
-def wheel_path(version: str) -> Path:
-    """The cached wheel of sglang==version, downloaded with pip if it is not cached yet."""
-    found = sorted(WHEEL_DIR.glob(f"sglang-{version}-*.whl"))
+def cached_wheel(project: str, version: str) -> Path:
+    """The cached wheel of project==version (this machine's platform), downloaded with pip if needed."""
+    found = sorted(WHEEL_DIR.glob(f"{project}-{version}-*.whl"))
     if not found:
         WHEEL_DIR.mkdir(parents=True, exist_ok=True)
         subprocess.run(
@@ -42,14 +42,19 @@ def wheel_path(version: str) -> Path:
                 "--only-binary=:all:",
                 "-d",
                 str(WHEEL_DIR),
-                f"sglang=={version}",
+                f"{project}=={version}",
             ],
             check=True,
         )
-        found = sorted(WHEEL_DIR.glob(f"sglang-{version}-*.whl"))
+        found = sorted(WHEEL_DIR.glob(f"{project}-{version}-*.whl"))
     if not found:
-        raise FileNotFoundError(f"pip download sglang=={version} left no wheel in {WHEEL_DIR}")
+        raise FileNotFoundError(f"pip download {project}=={version} left no wheel in {WHEEL_DIR}")
     return found[0]
+
+
+def wheel_path(version: str) -> Path:
+    """The cached wheel of sglang==version, downloaded with pip if it is not cached yet."""
+    return cached_wheel("sglang", version)
 
 
 def install_wheel(version: str, target: Path) -> Path:
@@ -68,28 +73,7 @@ def read_member(version: str, member: str) -> str:
 
 def uv_wheel_path(version: str) -> Path:
     """The cached uv wheel (this machine's platform) of uv==version, downloaded with pip if needed."""
-    found = sorted(WHEEL_DIR.glob(f"uv-{version}-*.whl"))
-    if not found:
-        WHEEL_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(WHEEL_DIR),
-                f"uv=={version}",
-            ],
-            check=True,
-        )
-        found = sorted(WHEEL_DIR.glob(f"uv-{version}-*.whl"))
-    if not found:
-        raise FileNotFoundError(f"pip download uv=={version} left no wheel in {WHEEL_DIR}")
-    return found[0]
+    return cached_wheel("uv", version)
 
 
 def _project(filename: str) -> str:

@@ -100,6 +100,16 @@ class Run:
         self.output = runner.stdout.read()
 
 
+def runner_env() -> dict[str, str]:
+    """The environment of every ansible-runner run: this checkout's config and collection, no colour."""
+    return {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+
+
 def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, diff: bool = False) -> Run:
     pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
     (pdd / "project").mkdir(parents=True)
@@ -112,12 +122,7 @@ def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, dif
         inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
         extravars=extravars,
         cmdline=cmdline or None,
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-            "ANSIBLE_NOCOLOR": "1",
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        },
+        envvars=runner_env(),
         quiet=True,
     )
     return Run(runner)
@@ -500,12 +505,7 @@ def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
             playbook="play.yml",
             inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
             extravars=node_vars(tmp_path, node, index, cache, sglang_uv_compile_bytecode=False),
-            envvars={
-                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-                "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-                "ANSIBLE_NOCOLOR": "1",
-                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-            },
+            envvars=runner_env(),
             quiet=True,
         )[1]
         runs.append(runner)
