@@ -334,7 +334,10 @@ def drill_slow_canary() -> None:
 
 
 def drill_unreachable() -> None:
-    log("== U: a node becomes unreachable mid-rollout (batches [2, 1]; node2's connection breaks after its drain)")
+    log(
+        "== U: a node becomes unreachable mid-rollout (batches [2, 1], a changed environment; node2's connection"
+        " breaks after its drain, before its restart)"
+    )
     start = time.monotonic()
     before = {n: node_files(n) for n in NODES}
     ids = worker_ids()
@@ -347,7 +350,8 @@ def drill_unreachable() -> None:
                 f"      flaky_podman_cut_when: {node2_mark}\n"
             )
         rc, out, took = playbook(
-            *ev({"sglang_rollout_serial": [2, 1]}),
+            # a change that needs a restart: only then is a node taken out of the gateway
+            *ev({"sglang_rollout_serial": [2, 1], "sglang_server_env": {**BASE_ENV, "STANDIN_DRILL": "unreachable"}}),
             inventories=(inv,),
             env_extra={"ANSIBLE_CONNECTION_PLUGINS": os.path.join(HERE, "connection_plugins")},
         )
@@ -357,9 +361,10 @@ def drill_unreachable() -> None:
     log(f"message: {msg}")
     expect(
         msg.startswith("node2: UNREACHABLE")
-        and "while at step 'drained, deploying" in msg
+        and "while at step 'deploying (files written, drained, restarting)'" in msg
         and "It is OUT of the gateway and was drained" in msg
         and "Before this run it ran deployment" in msg
+        and "this run may have changed it since" in msg
         and "(SGLang 0.5.8)" in msg
         and "node1 finished this batch (node1: SGLang 0.5.8, in the gateway)" in msg
         and "no later batch is started" in msg,
@@ -370,7 +375,11 @@ def drill_unreachable() -> None:
     after = {n: node_files(n) for n in NODES}
     expect(after["node3"] == before["node3"], "node3 (later batch) untouched: files, release, MainPID", out)
     expect(worker_ids().get(URL["node3"]) == ids[URL["node3"]], "node3 never left the gateway (same worker id)")
-    expect(after["node2"] == before["node2"], "node2 was not changed (cut before its deploy), still runs", out)
+    # node2: its environment file written (files first), then cut before the restart: the same unit,
+    # options, release link and process as before, so it still serves what it served
+    same = {k: v for k, v in after["node2"].items() if k != "3"}
+    expect(same == {k: v for k, v in before["node2"].items() if k != "3"}, "node2 not restarted, same release", out)
+    expect(after["node2"]["3"] != before["node2"]["3"], "node2's environment file was written before the cut", out)
     expect(marks() == [URL["node2"]], f"only node2 is held out of rotation ({marks()})")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), ("node1", "node3"))
     # a gateway restart while node2 is held out: its --worker-urls has node2, the mark keeps it out
