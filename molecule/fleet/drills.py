@@ -393,6 +393,26 @@ def drill_unreachable() -> None:
         time.sleep(0.5)
     log(f"gateway restarted with node2 held out: routes to node1, node3 again after {time.monotonic() - t0 - 4:.1f} s")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), ("node1", "node3"))
+    # the run again, connection restored (as the message says): node2 changes no file now, but its
+    # restart is pending and it is held out, so it is drained, restarted, gated and put back; node1
+    # already runs these files and is left running; node3 (batch 2) gets them
+    mid = {n: node_files(n) for n in NODES}
+    rc, out2, took2 = playbook(*ev({"sglang_server_env": {**BASE_ENV, "STANDIN_DRILL": "unreachable"}}))
+    expect(rc == 0, "the run again succeeds", out2)
+    again = {n: node_files(n) for n in NODES}
+    expect(again["node1"] == mid["node1"], "node1 not restarted (nothing to change)", out2)
+    expect(
+        {k: v for k, v in again["node2"].items() if k != "5"} == {k: v for k, v in mid["node2"].items() if k != "5"}
+        and again["node2"]["5"] != mid["node2"]["5"],
+        "node2 restarted on the files written before the cut (none written now)",
+        out2,
+    )
+    expect(all(again["node3"][k] != mid["node3"][k] for k in "35"), "node3 got the new environment", out2)
+    expect(re.search(r"node2: drained in [0-9.]+ s", out2) is not None, "node2 went through the detour", out2)
+    expect(re.search(r"node1: drained in", out2) is None, "node1 was not taken out", out2)
+    expect(not marks(), f"no node held out of rotation ({marks()})")
+    check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
+    log(f"run again: node2 restarted and back in the gateway, node1 untouched; play wall time {took2:.0f} s")
     log(f"play wall time {took:.0f} s, drill {time.monotonic() - start:.0f} s")
 
 
