@@ -29,7 +29,7 @@ as it has been measured, the pip cache before uv starts, and the whole directory
 The installed sets (name==version of every distribution) must be identical across the methods;
 the script exits 1 when they are not, or when an install fails.
 
-    sudo .venv/bin/python benchmarks/deploy_bench.py [--spec sglang==0.5.23] [--python python3]
+    sudo .venv/bin/python benchmarks/deploy_bench.py [--spec sglang==0.5.23] [--python python3] [--uv-only]
 """
 
 from __future__ import annotations
@@ -152,6 +152,9 @@ def main() -> int:
     parser.add_argument("--python", default="python3", help="interpreter of the venvs (SGLang >= 0.5.22: 3.11+)")
     parser.add_argument("--workdir", default="/var/tmp", help="parent of the private work directory")
     parser.add_argument("--keep-going", action="store_true", help="print the table even if the sets differ")
+    parser.add_argument(
+        "--uv-only", action="store_true", help="measure the uv methods only (minutes, not the hour pip cold takes)"
+    )
     args = parser.parse_args()
     # SIGTERM (and SIGINT, which a background job ignores) stop the run: the table shows what was
     # measured, the work directory is removed.
@@ -233,22 +236,31 @@ def main() -> int:
         results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
         sizes["uv cache"] = du_gb(host_cache)
         shutil.rmtree(host_cache)
-        results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
-        sizes["pip cache"] = du_gb(pip_cache)
-        results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
-        shutil.rmtree(pip_cache, ignore_errors=True)
-        wheelhouse = work / "wheelhouse"
-        download_s = run(
-            [str(tools / "bin" / "pip"), "download", "--no-input", "--no-cache-dir", "-d", str(wheelhouse), args.spec],
-            work / "pip-download.log",
-        )
-        print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
-        sizes["wheelhouse"] = du_gb(wheelhouse)
+        if not args.uv_only:
+            results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
+            sizes["pip cache"] = du_gb(pip_cache)
+            results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
+            shutil.rmtree(pip_cache, ignore_errors=True)
+            wheelhouse = work / "wheelhouse"
+            download_s = run(
+                [
+                    str(tools / "bin" / "pip"),
+                    "download",
+                    "--no-input",
+                    "--no-cache-dir",
+                    "-d",
+                    str(wheelhouse),
+                    args.spec,
+                ],
+                work / "pip-download.log",
+            )
+            print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
+            sizes["wheelhouse"] = du_gb(wheelhouse)
 
-        def pip_wheelhouse(venv: Path) -> list[str]:
-            return pip_install(venv, args.spec, "--no-cache-dir", "--no-index", "--find-links", str(wheelhouse))
+            def pip_wheelhouse(venv: Path) -> list[str]:
+                return pip_install(venv, args.spec, "--no-cache-dir", "--no-index", "--find-links", str(wheelhouse))
 
-        results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
+            results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
     except KeyboardInterrupt:
         print("\ninterrupted: the table shows the methods measured so far", flush=True)
     finally:

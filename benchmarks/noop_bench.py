@@ -21,8 +21,8 @@ What it runs, each `--repeat` times (the figure is the median), timing the whole
 
 It prints one table (seconds, and the ratio to the bare play of the same hosts), the changed count
 of every site run (a no-op must be 0; the gate's history line is tagged bench and skipped), and the
-machine's load average before and after. Exit status 1 when a run fails or a no-op run changed
-something.
+machine's load average before and after. Every run's output is kept under .cache/noop-bench/.
+Exit status 1 when a run fails or a no-op run changed something.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# every run's output, for a second look (the table is computed from the same text)
+LOG_DIR = REPO / ".cache" / "noop-bench"
+# the ansible-playbook of the interpreter running this script (the project's venv), PATH or not
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 STANDINS = "@tests/harness/lab-standins.yml"
 BARE_PLAY = """---
 - name: Bare play (facts, ping)
@@ -63,37 +67,40 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
 
 
-def run(args: list[str], profile: bool = False) -> tuple[float, str, int]:
+def run(args: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int]:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     if profile:
         env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
         env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "0"
     start = time.monotonic()
     out = subprocess.run(
-        ["ansible-playbook", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False
+        [ANSIBLE_PLAYBOOK, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False
     )
-    return time.monotonic() - start, out.stdout + out.stderr, out.returncode
+    took, text = time.monotonic() - start, out.stdout + out.stderr
+    if log:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        (LOG_DIR / f"{re.sub(r'[^A-Za-z0-9]+', '-', log).strip('-')}.log").write_text(text, encoding="utf-8")
+    return took, text, out.returncode
 
 
 def play_times(output: str) -> dict[str, float]:
-    """Seconds spent in each play (by name), from profile_tasks' cumulative timestamps: the stamp
-    after a header is when that header's play or task began; the last stamp (after the recap) ends
-    the run."""
-    starts: list[tuple[str, str, float]] = []  # (kind, name, cumulative seconds at its start)
-    pending: tuple[str, str] | None = None
+    """Seconds spent in each play (by name), from profile_tasks' cumulative timestamps. profile_tasks
+    stamps tasks, not plays: a play begins at the stamp of its first task (its fact gathering when it
+    gathers facts) and ends where the next play begins; the last stamp (after the recap) ends the run."""
+    plays: list[tuple[str, float]] = []
+    play: str | None = None
     end = 0.0
     for line in output.splitlines():
         head = HEADER.match(line)
-        if head:
-            pending = (head.group(1), head.group(2))
+        if head and head.group(1) == "PLAY":
+            play = head.group(2)
             continue
         stamp = STAMP.match(line.strip())
         if stamp:
             end = seconds(stamp.group(2))
-            if pending:
-                starts.append((*pending, end))
-                pending = None
-    plays = [(name, at) for kind, name, at in starts if kind == "PLAY"]
+            if play is not None:
+                plays.append((play, end))
+                play = None
     times: dict[str, float] = {}
     for n, (name, at) in enumerate(plays):
         stop = plays[n + 1][1] if n + 1 < len(plays) else end
@@ -134,7 +141,7 @@ def main() -> int:
         def bench(name: str, argv: list[str], profile: bool = False, noop: bool = False) -> list[tuple[float, str]]:
             runs = []
             for _run in range(args.repeat):
-                took, out, rc = run(argv, profile)
+                took, out, rc = run(argv, profile, log=f"{name}-{_run + 1}")
                 runs.append((took, out))
                 if rc != 0:
                     problems.append(f"{name}: rc={rc}\n{out[-3000:]}")
