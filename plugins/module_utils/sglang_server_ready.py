@@ -12,7 +12,16 @@ at once instead of polling until its deadline.
 from __future__ import annotations
 
 # systemctl show -p ... : what the verdict needs, and what a failure report shows.
-UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainCode", "ExecMainStatus")
+UNIT_PROPERTIES = (
+    "ActiveState",
+    "SubState",
+    "Result",
+    "NRestarts",
+    "MainPID",
+    "ExecMainCode",
+    "ExecMainStatus",
+    "InactiveExitTimestamp",
+)
 
 
 def parse_show(text: str) -> dict[str, str]:
@@ -53,6 +62,18 @@ def unit_verdict(props: dict[str, str], restarts_at_start: int, max_restarts: in
     if since > max_restarts:
         return "crashloop", f"the unit restarted {since} times during the wait, more than {max_restarts} ({detail})"
     return None
+
+
+def journal_argv(journalctl: str, service: str, lines: int, activation: str) -> list[str]:
+    """argv of ``journalctl`` for the last ``lines`` lines of ``service`` since ``activation``: the
+    unit's ``InactiveExitTimestamp`` as ``systemctl show`` printed it when the wait began, i.e. the
+    start the wait is about (automatic restarts do not move it). Lines of an earlier run of the unit
+    (the release before, a previous tune candidate) stay out. A unit never started has none: then
+    the last lines, whatever their run."""
+    argv = [journalctl, "--no-pager", "-u", service, "-n", str(lines)]
+    if activation and activation != "n/a":
+        argv += ["--since", activation]
+    return argv
 
 
 def probe_timeout(remaining_s: float, cap_s: float = 60.0) -> float:

@@ -18,7 +18,8 @@ description:
     C(failed), has stopped, or restarted more than O(max_restarts) times since the wait began, the wait
     ends at once, long before the deadline.
   - On failure the result carries the verdict, the unit's state and the last O(journal_lines) lines of
-    its journal, with every value of O(redact) replaced by C(<redacted>).
+    its journal since the start the wait is about (the unit's C(InactiveExitTimestamp) when the wait began),
+    with every value of O(redact) replaced by C(<redacted>). Lines of an earlier run of the unit stay out.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
@@ -100,7 +101,7 @@ unit:
   returned: always
   type: dict
 journal:
-  description: The last O(journal_lines) journal lines of the unit, secrets redacted.
+  description: The last O(journal_lines) journal lines of the unit since the start the wait is about, secrets redacted.
   returned: when the wait failed
   type: list
   elements: str
@@ -115,6 +116,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import redact
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
     UNIT_PROPERTIES,
+    journal_argv,
     parse_show,
     probe_timeout,
     restarts,
@@ -171,6 +173,7 @@ def main() -> None:
     deadline = start + p["timeout_s"]
     props = _show(module, systemctl, p["service"])
     baseline = restarts(props)
+    activation = props.get("InactiveExitTimestamp", "")
     verdict, reason = "timeout", ""
     while True:
         props = _show(module, systemctl, p["service"])
@@ -197,9 +200,7 @@ def main() -> None:
     journal_bin = module.get_bin_path("journalctl")
     lines: list[str] = []
     if journal_bin and p["journal_lines"] > 0:
-        rc, out, err = module.run_command(
-            [journal_bin, "--no-pager", "-u", p["service"], "-n", str(p["journal_lines"])]
-        )
+        rc, out, err = module.run_command(journal_argv(journal_bin, p["service"], p["journal_lines"], activation))
         lines = (out if rc == 0 else f"journalctl failed (rc {rc}): {err}").splitlines()
     result["journal"] = [redact(line, p["redact"]) for line in lines]
     module.fail_json(msg=f"sglang_server_ready: {p['service']}: {reason} after {result['elapsed_s']} s", **result)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
+    UNIT_PROPERTIES,
+    journal_argv,
     parse_show,
     probe_timeout,
     restarts,
@@ -61,3 +63,24 @@ def test_verdict_reason_says_what_happened() -> None:
 @pytest.mark.parametrize(("remaining", "expected"), [(500.0, 60.0), (12.5, 12.5), (0.2, 1.0), (-3.0, 1.0)])
 def test_probe_timeout_never_passes_the_deadline_by_more_than_a_second(remaining: float, expected: float) -> None:
     assert probe_timeout(remaining) == expected
+
+
+def test_journal_since_the_start_the_wait_is_about() -> None:
+    # as systemctl show prints it; journalctl --since takes it as is (checked on systemd 252)
+    argv = journal_argv("/usr/bin/journalctl", "sglang-server", 20, "Mon 2026-11-30 20:31:02 UTC")
+    assert argv == [
+        "/usr/bin/journalctl",
+        "--no-pager",
+        "-u",
+        "sglang-server",
+        "-n",
+        "20",
+        "--since",
+        "Mon 2026-11-30 20:31:02 UTC",
+    ]
+    assert "InactiveExitTimestamp" in UNIT_PROPERTIES
+
+
+@pytest.mark.parametrize("never", ["", "n/a"])
+def test_journal_of_a_unit_never_started_is_its_last_lines(never: str) -> None:
+    assert journal_argv("journalctl", "u", 5, never) == ["journalctl", "--no-pager", "-u", "u", "-n", "5"]
