@@ -146,6 +146,12 @@ def pip_install(venv: Path, spec: str, *options: str) -> list[str]:
     return [str(venv / "bin" / "pip"), "install", "--no-input", "--disable-pip-version-check", *options, spec]
 
 
+def uv_install(uv: str, venv: Path, spec: str, cache: Path) -> list[str]:
+    """argv of uv installing spec into venv from cache (no config file of the machine, no progress bar)."""
+    python = str(venv / "bin" / "python")
+    return [uv, "pip", "install", "--python", python, "--cache-dir", str(cache), "--no-config", "--no-progress", spec]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--spec", default="sglang==0.5.23", help="requirement to install (default %(default)s)")
@@ -190,36 +196,10 @@ def main() -> int:
             return pip_install(venv, args.spec, "--cache-dir", str(pip_cache))
 
         def uv_via_mount(venv: Path) -> list[str]:
-            return in_bind_mount(
-                host_cache,
-                mount,
-                [
-                    uv,
-                    "pip",
-                    "install",
-                    "--python",
-                    str(venv / "bin" / "python"),
-                    "--cache-dir",
-                    str(mount),
-                    "--no-config",
-                    "--no-progress",
-                    args.spec,
-                ],
-            )
+            return in_bind_mount(host_cache, mount, uv_install(uv, venv, args.spec, mount))
 
         def uv_same_fs(venv: Path) -> list[str]:
-            return [
-                uv,
-                "pip",
-                "install",
-                "--python",
-                str(venv / "bin" / "python"),
-                "--cache-dir",
-                str(host_cache),
-                "--no-config",
-                "--no-progress",
-                args.spec,
-            ]
+            return uv_install(uv, venv, args.spec, host_cache)
 
         # uv first: its figures are the ones the role depends on; pip's take much longer.
         results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
