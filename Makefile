@@ -18,15 +18,13 @@ export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
 # real SGLang wheels the tests install (without dependencies) and patch
 SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 
-# molecule scenarios run by `make test`, longest first (shared config: .config/molecule/config.yml)
+# molecule scenarios run by `make molecule` (shared config: .config/molecule/config.yml)
 SCENARIOS ?= fleet sglang_gateway sglang_server proxmox_lxc_gpu nvidia_driver nvidia_driver_runfile cuda_toolkit
-# scenarios run at once by `make molecule` (each in its own containers); `make test` sets 2
+# scenarios run at once by `make molecule` (each in its own containers)
 MOLECULE_JOBS ?= 1
-# set by `make test`: each stage's output goes to $(GPUFLEET_TEST_LOGS)/<stage>.log and is printed
-# as one block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
-STAGE ?=
+# `make test`: each stage's output goes to $(GPUFLEET_TEST_LOGS)/<stage>.log and is printed as one
+# block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
-stage = $(if $(STAGE),bash tests/harness/stage.sh $(1))
 
 .PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
 
@@ -107,23 +105,27 @@ unit: venv wheels
 	$(BIN)/pytest -q tests/unit
 
 integration: venv images wheels
-	$(call stage,integration) $(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q tests/integration
 
 # MOLECULE_JOBS scenarios at a time; every scenario runs even when another fails, and make fails
 # if any did (xargs exits 123)
 molecule: venv images
 	@printf '%s\n' $(SCENARIOS) | xargs -P $(MOLECULE_JOBS) -I{} bash -c \
-	  $(if $(STAGE),'bash tests/harness/stage.sh molecule-$$0 $(BIN)/molecule test -s $$0' {}, \
-	    'echo "=== molecule test -s $$0"; start=$$SECONDS; \
-	     $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {})
+	  'echo "=== molecule test -s $$0"; start=$$SECONDS; \
+	   $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
 
 # lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests and
-# the molecule scenarios at the same time, two scenarios at once: they wait mostly on containers
-# (apt, systemd, services starting), not on the CPU.
-test: lint sanity unit
-	@$(MAKE) --no-print-directory -j2 STAGE=1 MOLECULE_JOBS=$(TEST_MOLECULE_JOBS) integration molecule
+# the molecule scenarios in one pool of TEST_JOBS stages at a time, longest first, so that a
+# worker that finishes takes the next stage: they wait mostly on containers (apt, systemd,
+# services starting), not on the CPU. Every stage runs even when another fails; make fails if
+# any did (xargs exits 123).
+TEST_STAGES ?= fleet integration sglang_server sglang_gateway nvidia_driver proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+TEST_JOBS ?= 3
+test: lint sanity unit images wheels
+	@printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
+	  'if [[ $$0 == integration ]]; then exec bash tests/harness/stage.sh integration $(BIN)/pytest -q tests/integration; fi; \
+	   exec bash tests/harness/stage.sh molecule-$$0 $(BIN)/molecule test -s $$0' {}
 	@echo "make test: all stages passed"
-TEST_MOLECULE_JOBS ?= 2
 
 lab: venv images
 	bash tests/harness/lab.sh up

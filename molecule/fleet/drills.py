@@ -346,7 +346,8 @@ def drill_unreachable() -> None:
         inv = os.path.join(tmp, "flaky.yml")
         with open(inv, "w", encoding="utf-8") as fh:
             fh.write(
-                "all:\n  hosts:\n    node2:\n      ansible_connection: flaky_podman\n"
+                # node2 on the flaky connection (podman into fleet-gw) for this run only
+                "all:\n  hosts:\n    node2:\n      ansible_connection: flaky_podman\n      ansible_host: fleet-gw\n"
                 f"      flaky_podman_cut_when: {node2_mark}\n"
             )
         rc, out, took = playbook(
