@@ -43,6 +43,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline impo
     shape_of,
     write_decision,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import with_defaults
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
 
 MODULE = "gpufleet.sglang.throughput_gate"
@@ -57,11 +58,12 @@ def _who() -> str:
 
 def _raise_min_trials(args: dict[str, Any], trials: int) -> int | None:
     """Raise a sequential run's ``min_trials`` (and ``max_trials`` with it) to ``trials``; the new minimum, or None."""
-    if args.get("design", "sequential") != "sequential":
+    opts = with_defaults(args)
+    if opts["design"] != "sequential":
         return None
     try:
-        low = int(args.get("min_trials", 3))
-        high = int(args.get("max_trials", 10))
+        low = int(opts["min_trials"])  # type: ignore[call-overload]
+        high = int(opts["max_trials"])  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return None  # the module names a bad value
     if low >= trials:
@@ -143,7 +145,7 @@ class ActionModule(ActionBase):
         if problem:
             raise BaselineError(f"{problem}; nothing was measured")
         try:
-            trials = int(args.get("trials", MIN_TRIALS))
+            trials = int(with_defaults(args)["trials"])  # type: ignore[call-overload]
         except (TypeError, ValueError):
             trials = MIN_TRIALS  # the module names a bad value
         exact = (paths.baseline, read_file(paths.baseline))
@@ -156,7 +158,7 @@ class ActionModule(ActionBase):
                     others.append((path, data))
         choice = choose(key, exact, others, fallback=fallback, tolerate=accept)
         problems = list(choice.problems)
-        shape = shape_of(args)
+        shape = shape_of(with_defaults(args))  # an option the task leaves out is the module's default
         compare_with = choice.trials
         if choice.baseline is not None:
             differs = shape_mismatch(choice.baseline.shape, shape)

@@ -35,6 +35,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import
     deadlines,
     trial_memory_ceiling,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import default
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
     MIN_TRIALS,
     Decision,
@@ -51,37 +52,38 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms, secrets_of
 
-READY_PATH = "/health_generate"
-
 
 @dataclass
 class GateParams:
-    url: str = "http://127.0.0.1:30000"
-    api: str = "native"
-    model: str = ""
-    api_key: str | None = None
-    concurrency: int = 64
-    requests_per_trial: int = 256
-    input_len: int = 1024
-    output_len: int = 256
-    warmup_requests: int = 64
-    trials: int = 5
-    baseline: list[float] = field(default_factory=list)
-    tolerance: float = 0.10
-    alpha: float = 0.05
-    design: str = "sequential"
-    min_trials: int = 3
-    max_trials: int = 10
-    beta: float = 0.005
-    margin: float = 0.05
-    min_output_tokens_per_s: float = 0.0
-    ready_timeout: float = 1800.0
-    request_timeout: float = 300.0
-    telemetry: bool = True
-    nvidia_smi_path: str = "nvidia-smi"
-    telemetry_interval_ms: int = 200
-    max_invalid_trials: int | None = None
-    fail_on_unknown: bool = True
+    """The module's options; every default is the argument spec's (gate_spec.GATE_ARGUMENT_SPEC)."""
+
+    url: str = default("url")
+    api: str = default("api")
+    model: str = default("model")
+    api_key: str | None = default("api_key")
+    concurrency: int = default("concurrency")
+    requests_per_trial: int = default("requests_per_trial")
+    input_len: int = default("input_len")
+    output_len: int = default("output_len")
+    warmup_requests: int = default("warmup_requests")
+    trials: int = default("trials")
+    baseline: list[float] = field(default_factory=lambda: default("baseline"))
+    tolerance: float = default("tolerance")
+    alpha: float = default("alpha")
+    design: str = default("design")
+    min_trials: int = default("min_trials")
+    max_trials: int = default("max_trials")
+    beta: float = default("beta")
+    margin: float = default("margin")
+    min_output_tokens_per_s: float = default("min_output_tokens_per_s")
+    ready_path: str = default("ready_path")
+    ready_timeout: float = default("ready_timeout")
+    request_timeout: float = default("request_timeout")
+    telemetry: bool = default("telemetry")
+    nvidia_smi_path: str = default("nvidia_smi_path")
+    telemetry_interval_ms: int = default("telemetry_interval_ms")
+    max_invalid_trials: int | None = default("max_invalid_trials")
+    fail_on_unknown: bool = default("fail_on_unknown")
 
     def shape(self) -> Shape:
         return Shape(self.api, self.model, self.input_len, self.output_len, self.api_key)
@@ -121,9 +123,24 @@ NUMERIC_OPTIONS = (
 )
 
 
+READY_PATH_MAX_CHARS = 1024
+
+
+def check_ready_path(path: str) -> None:
+    """A readiness path goes into the request line as it is: ``/`` first, then printable ASCII without spaces."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise GateInputError(f"ready_path must start with '/' (got {str(path)[:80]!r})")
+    if len(path) > READY_PATH_MAX_CHARS or any(not "!" <= ch <= "~" for ch in path):
+        raise GateInputError(
+            f"ready_path must be printable ASCII without spaces, at most {READY_PATH_MAX_CHARS} characters "
+            f"(got {path[:80]!r})"
+        )
+
+
 def validate(p: GateParams) -> None:
     """Raise :class:`GateInputError` naming the first bad option; nothing has been sent yet."""
     Target.from_url(p.url)
+    check_ready_path(p.ready_path)
     p.shape().validate()
     values: dict[str, object] = {name: getattr(p, name) for name in NUMERIC_OPTIONS}
     values["baseline"] = p.baseline
@@ -168,7 +185,7 @@ def plan(p: GateParams) -> dict[str, object]:
     url = mask_url(p.url).rstrip("/")
     dl = run_deadlines(p)
     return {
-        "ready_check": f"GET {url}{READY_PATH} until 200 (up to {p.ready_timeout:g}s)",
+        "ready_check": f"GET {url}{p.ready_path} until 200 (up to {p.ready_timeout:g}s)",
         "endpoint": f"POST {url}{shape.path()} (stream)",
         "request_shape": {"input_len": p.input_len, "output_len": p.output_len, "ignore_eos": True},
         "concurrency": p.concurrency,
@@ -301,26 +318,27 @@ def _dechunk(body: bytes) -> bytes:
         pos = i + 2 + size + 2
 
 
-def _refusal(status: int, headers: dict[str, str], url: str) -> str | None:
+def _refusal(status: int, headers: dict[str, str], url: str, path: str) -> str | None:
     """Why a health answer will not change by waiting, or None to keep polling."""
     if status in (401, 403):
         return (
-            f"HTTP {status} from {url}{READY_PATH}: the server refuses the credentials; set api_key to the "
+            f"HTTP {status} from {url}{path}: the server refuses the credentials; set api_key to the "
             "server's --api-key (or remove it if the server has none)"
         )
     if 300 <= status < 400:
         location = mask_url(headers.get("location", "(no Location header)"))
         return (
-            f"HTTP {status} redirect from {url}{READY_PATH} to {location}; the gate does not follow redirects: "
+            f"HTTP {status} redirect from {url}{path} to {location}; the gate does not follow redirects: "
             "set url to the SGLang server itself"
         )
     if status in (404, 405):
-        return f"HTTP {status} from {url}{READY_PATH}: no SGLang server at this url (wrong port or path?)"
+        return f"HTTP {status} from {url}{path}: no SGLang server at this url (wrong port or path?)"
     return None
 
 
 def wait_ready(p: GateParams) -> dict[str, object]:
-    """Poll ``/health_generate`` (a real 1-token generation; 503 while JIT/autotune run) until 200.
+    """Poll ``ready_path`` (``/health_generate`` by default: a real 1-token generation, 503 while JIT and
+    autotune run; ``/ready`` on SGLang >= 0.5.23) until 200.
 
     One deadline, ``ready_timeout`` on the monotonic clock, covers every poll, including a server
     that trickles its answer. 401/403, 3xx, 404 and 405 fail at once.
@@ -335,10 +353,10 @@ def wait_ready(p: GateParams) -> dict[str, object]:
     while True:
         polls += 1
         try:
-            status, headers, body = http_get(target, READY_PATH, auth, min(deadline, time.monotonic() + READY_POLL_S))
+            status, headers, body = http_get(target, p.ready_path, auth, min(deadline, time.monotonic() + READY_POLL_S))
             if status == 200:
                 break
-            refusal = _refusal(status, headers, url)
+            refusal = _refusal(status, headers, url, p.ready_path)
             if refusal:
                 raise ServerRefused(refusal)
             last = f"HTTP {status} {body[:120].decode('utf-8', 'replace')}".strip()
@@ -349,7 +367,7 @@ def wait_ready(p: GateParams) -> dict[str, object]:
         now = time.monotonic()
         if now >= deadline:
             raise TimeoutError(
-                f"SGLang at {url} not ready after {p.ready_timeout:g}s ({polls} polls of {READY_PATH}); last: {last}"
+                f"SGLang at {url} not ready after {p.ready_timeout:g}s ({polls} polls of {p.ready_path}); last: {last}"
             )
         time.sleep(min(READY_INTERVAL_S, deadline - now))
     info: dict[str, object] = {"waited_s": round(time.monotonic() - start, 3)}

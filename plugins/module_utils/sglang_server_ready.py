@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Decide, poll by poll, whether an SGLang server unit is ready, still starting, or will never be (stdlib only).
+"""Decide, poll by poll, whether an SGLang server unit is ready, still starting, or will never be, and where
+to ask (the readiness path of a version). Standard library and ansible.module_utils only.
 
 The readiness wait watches two things: the HTTP readiness endpoint (200 = ready) and the systemd
 unit (``systemctl show`` properties). A unit in ``failed`` state, a unit that stopped, or one that
@@ -10,6 +11,30 @@ at once instead of polling until its deadline.
 """
 
 from __future__ import annotations
+
+from ansible.module_utils.compat.version import LooseVersion
+
+# The readiness path a server of a version has: SGLang 0.5.23 added GET /ready (200 once warmed up,
+# no generation); before, GET /health_generate (a real one-token generation) is the readiness check.
+READY_SINCE = "0.5.23"
+READY_PATH = "/ready"
+READY_PATH_BEFORE = "/health_generate"
+
+
+def ready_path(version: str, override: str = "") -> str:
+    """The readiness path of an SGLang ``version``: ``override`` when set, else by version.
+
+    Versions are ordered as Ansible's ``version`` test orders them by default (loose), so
+    ``0.5.23rc1`` counts as 0.5.23 or later. Raises ``ValueError`` for a version it cannot order.
+    """
+    if override:
+        return str(override)
+    try:
+        newer = LooseVersion(str(version)) >= LooseVersion(READY_SINCE)
+    except TypeError:  # parts that compare a number with a word
+        raise ValueError(f"SGLang version {version!r} cannot be compared with {READY_SINCE}") from None
+    return READY_PATH if newer else READY_PATH_BEFORE
+
 
 # systemctl show -p ... : what the verdict needs, and what a failure report shows.
 UNIT_PROPERTIES = (

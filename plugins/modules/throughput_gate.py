@@ -12,8 +12,9 @@ module: throughput_gate
 short_description: Measure an SGLang server's output tokens/s and fail on a statistically sound regression
 version_added: "0.1.0"
 description:
-  - Waits until the server answers C(GET /health_generate) with 200 (a real one-token generation;
-    503 while FlashInfer JIT-compiles and autotunes), within O(ready_timeout).
+  - Waits until the server answers C(GET) O(ready_path) with 200 within O(ready_timeout). The default,
+    C(/health_generate), runs a real one-token generation (503 while FlashInfer JIT-compiles and
+    autotunes); C(/ready) (SGLang 0.5.23 and later) answers 200 once the server has warmed up.
   - Sends O(warmup_requests) requests of the benchmark's shape and discards them.
   - Runs O(trials) trials. A trial sends O(requests_per_trial) streaming requests at a fixed
     O(concurrency) (closed loop, one HTTP/1.1 keep-alive connection per stream, no pool cap, no
@@ -34,7 +35,7 @@ description:
     after O(request_timeout) + O(output_len) x 0.5 s; a trial ends after (waves + 1) x (request
     ceiling + connect timeout), where a wave is O(concurrency) requests; the whole run ends after the
     sum of these for the most trials it can run. The plan (RV(plan)) lists them as C(deadlines_s)."
-  - HTTP 401, 403, 404, 405 or a redirect from the health endpoint fails at once, naming the cause.
+  - HTTP 401, 403, 404, 405 or a redirect from O(ready_path) fails at once, naming the cause.
   - "Every numeric option must be finite and inside its range (below); C(NaN) and C(inf) are refused.
     Options are checked before any request is sent, including the trial memory ceiling:
     O(concurrency) x (request + 256 KiB read + 3 x largest event + 8 KiB) + 8 bytes x (requests +
@@ -165,9 +166,17 @@ options:
     description: Absolute floor for the median output tokens/s (0 = none), 0 to 1e8.
     type: float
     default: 0
+  ready_path:
+    description:
+      - Readiness endpoint polled before any load, starting with C(/) (printable ASCII without spaces).
+      - The role gpufleet.sglang.throughput_gate passes the path the gpufleet.sglang.sglang_server role
+        waited on (C(sglang_server_facts.ready_path)) when that role ran on the host.
+    type: str
+    default: /health_generate
+    version_added: "0.2.0"
   ready_timeout:
     description:
-      - Seconds to wait for C(/health_generate) to answer 200 (JIT and autotune take many minutes), 1 to 86400.
+      - Seconds to wait for O(ready_path) to answer 200 (JIT and autotune take many minutes), 1 to 86400.
       - One deadline for the whole wait, trickled answers included; each poll takes at most 30 s.
     type: float
     default: 1800
@@ -402,7 +411,6 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import CONTROLLER_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
     GateParams,
@@ -412,44 +420,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import
     summary_row,
     validate,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import ARGUMENT_SPEC, GATE_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask as redact
-
-ARGUMENT_SPEC = {
-    "url": {"type": "str", "default": "http://127.0.0.1:30000"},
-    "api": {"type": "str", "choices": ["native", "openai"], "default": "native"},
-    "model": {"type": "str", "default": ""},
-    "api_key": {"type": "str", "no_log": True},
-    "concurrency": {"type": "int", "default": 64},
-    "requests_per_trial": {"type": "int", "default": 256},
-    "input_len": {"type": "int", "default": 1024},
-    "output_len": {"type": "int", "default": 256},
-    "warmup_requests": {"type": "int", "default": 64},
-    "trials": {"type": "int", "default": 5},
-    "baseline": {"type": "list", "elements": "float", "default": []},
-    "tolerance": {"type": "float", "default": 0.10},
-    "alpha": {"type": "float", "default": 0.05},
-    "design": {"type": "str", "choices": ["sequential", "fixed"], "default": "sequential"},
-    "min_trials": {"type": "int", "default": 3},
-    "max_trials": {"type": "int", "default": 10},
-    "beta": {"type": "float", "default": 0.005},
-    "margin": {"type": "float", "default": 0.05},
-    "min_output_tokens_per_s": {"type": "float", "default": 0, "no_log": False},
-    "ready_timeout": {"type": "float", "default": 1800},
-    "request_timeout": {"type": "float", "default": 300},
-    "telemetry": {"type": "bool", "default": True},
-    "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
-    "telemetry_interval_ms": {"type": "int", "default": 200},
-    "max_invalid_trials": {"type": "int"},
-    "fail_on_unknown": {"type": "bool", "default": True},
-}
-# Controller-side options (the action plugin handles and removes them); in the spec so that one
-# DOCUMENTATION describes the whole task.
-ARGUMENT_SPEC.update(CONTROLLER_ARGUMENT_SPEC)
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = GateParams(**{k: v for k, v in module.params.items() if k not in CONTROLLER_ARGUMENT_SPEC})
+    params = GateParams(**{k: v for k, v in module.params.items() if k in GATE_ARGUMENT_SPEC})
     hidden = secrets(params)
     module.no_log_values.update(hidden)  # Ansible then masks them in the echoed arguments too
 

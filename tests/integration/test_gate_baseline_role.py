@@ -333,3 +333,31 @@ def test_no_secret_in_any_output_of_a_failing_run(tmp_path, standin):
         for form in forms:
             assert form not in text, (form, text[:2000])
     assert history(tmp_path), "the failing run is in the history"
+
+
+# --------------------------------------------------------------------------- the server role's readiness
+
+
+def test_role_waits_like_the_server_role_when_it_ran(tmp_path, standin):
+    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
+    facts = {"url": server.url, "ready_path": "/ready", "ready_timeout_s": 42, "model_revision": ""}
+    v = role_vars(tmp_path, server.url, sglang_server_facts=facts)
+    del v["throughput_gate_url"], v["throughput_gate_ready_timeout"]  # from sglang_server_facts
+    r = run_play(tmp_path, ROLE_PLAY, v, TASK, check=True)
+    assert r.rc == 0, r.output
+    assert r.res["plan"]["ready_check"] == f"GET {server.url}/ready until 200 (up to 42s)"
+
+    # without the server role's facts (bench.yml publishes only the model revision): the module's defaults
+    bench = role_vars(tmp_path, server.url, sglang_server_facts={"model_revision": ""})
+    del bench["throughput_gate_ready_timeout"]
+    r2 = run_play(tmp_path, ROLE_PLAY, bench, TASK, check=True)
+    assert r2.rc == 0, r2.output
+    assert r2.res["plan"]["ready_check"] == f"GET {server.url}/health_generate until 200 (up to 1800s)"
+    assert load_seen(server.url) == 0
+
+    # nothing of the server's known at all: the module's own url (check mode sends nothing)
+    bare = role_vars(tmp_path, server.url)
+    del bare["throughput_gate_url"]
+    r3 = run_play(tmp_path, ROLE_PLAY, bare, TASK, check=True)
+    assert r3.rc == 0, r3.output
+    assert r3.res["plan"]["ready_check"] == "GET http://127.0.0.1:30000/health_generate until 200 (up to 20s)"

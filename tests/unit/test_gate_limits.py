@@ -60,6 +60,10 @@ def params(**kw) -> gr.GateParams:
         ({"url": "http://h\u00e9st:1"}, "non-ASCII"),
         ({"api_key": "k\r\nX-Evil: 1"}, "api_key contains a control character"),
         ({"api_key": "k\u00e9y"}, "api_key contains a control character (such as CR or LF), DEL or a non-ASCII"),
+        ({"ready_path": "ready"}, "ready_path must start with '/'"),
+        ({"ready_path": ""}, "ready_path must start with '/'"),
+        ({"ready_path": "/ready now"}, "ready_path must be printable ASCII without spaces"),
+        ({"ready_path": "/ready\r\n"}, "ready_path must be printable ASCII without spaces"),
     ],
 )
 def test_bad_options_are_named(kw, needle):

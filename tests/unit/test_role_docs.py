@@ -116,3 +116,93 @@ def test_generated_section_round_trip(tmp_path: Path) -> None:
     text = (role / "README.md").read_text()
     assert "| `demo_port` | int | `8000` | Port `demo` listens on. |" in text
     assert errors(role) == []
+
+
+# --------------------------------------------------------------------------- options left to a module
+
+MODULE = {
+    "port": {"type": "int", "default": 8000},
+    "timeout": {"type": "float", "default": 30},
+    "retries": {"type": "int"},
+}
+MODULE_SPEC = (
+    SPEC
+    + """      demo_timeout:
+        type: float
+        default: 30
+        description: Left to the module.
+      demo_retries:
+        type: int
+        description: Left to the module, which has no default.
+"""
+)
+MODULE_README = README + "`demo_timeout` and `demo_retries` go to the module.\n"
+
+
+def module_errors(role: Path) -> list[str]:
+    loaded = role_docs.load_role(role)
+    loaded.module = role_docs.ModuleSpec("demo_", MODULE, "demo module spec")
+    return role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded) + role_docs.check_readme(loaded)
+
+
+def test_an_option_left_to_the_module_needs_no_role_default(tmp_path: Path) -> None:
+    # demo_port and demo_timeout are the module's: the spec states their defaults, defaults/main.yml leaves them out
+    defaults = DEFAULTS.replace("demo_port: 8000\n", "")
+    assert module_errors(make_role(tmp_path, MODULE_SPEC, defaults, MODULE_README)) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "defaults", "message"),
+    [
+        (
+            MODULE_SPEC.replace("        default: 30\n", "        default: 60\n"),
+            "",
+            "main.demo_timeout says default 60, the module's default is 30 (demo module spec)",
+        ),
+        (
+            MODULE_SPEC.replace("        default: 30\n", ""),
+            "",
+            "main.demo_timeout does not state the module's default 30",
+        ),
+        (
+            MODULE_SPEC.replace(
+                "        type: int\n        description: Left",
+                "        type: int\n        default: 3\n        description: Left",
+            ),
+            "",
+            "main.demo_retries says default 3, but the module option retries has none",
+        ),
+        (MODULE_SPEC, "demo_port: 8000\n", "demo_port restates the module's default 8000"),
+    ],
+)
+def test_a_module_default_restated_or_contradicted_is_named(
+    tmp_path: Path, spec: str, defaults: str, message: str
+) -> None:
+    base = DEFAULTS.replace("demo_port: 8000\n", "")
+    found = module_errors(make_role(tmp_path, spec, base + defaults, MODULE_README))
+    assert any(message in e for e in found), found
+
+
+def test_throughput_gate_role_states_the_modules_defaults(tmp_path: Path) -> None:
+    real = REPO / "roles" / "throughput_gate"
+    assert role_docs.check_module_defaults(role_docs.load_role(real)) == []
+    # a copy whose spec says another tolerance than the module's fails the check
+    copy = tmp_path / "throughput_gate"
+    for rel in ("meta/argument_specs.yml", "defaults/main.yml", "README.md", "tasks/main.yml"):
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_text((real / rel).read_text())
+    spec = copy / "meta" / "argument_specs.yml"
+    text = spec.read_text()
+    old = "      throughput_gate_tolerance:\n        type: float\n        default: 0.10\n"
+    assert old in text
+    spec.write_text(text.replace(old, old.replace("0.10", "0.2")))
+    found = role_docs.check_module_defaults(role_docs.load_role(copy))
+    assert any("main.throughput_gate_tolerance says default 0.2, the module's default is 0.1" in e for e in found), (
+        found
+    )
+    # and so does a defaults/main.yml that restates a module default
+    (copy / "defaults" / "main.yml").write_text(
+        (real / "defaults" / "main.yml").read_text() + "throughput_gate_trials: 5\n"
+    )
+    found = role_docs.check_module_defaults(role_docs.load_role(copy))
+    assert any("throughput_gate_trials restates the module's default 5" in e for e in found), found

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from ansible.errors import AnsibleFilterError
+from ansible.plugins.test.core import version_compare as version_test
 
+from ansible_collections.gpufleet.sglang.plugins.filter.sglang_ready_path import sglang_ready_path
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
     UNIT_PROPERTIES,
     journal_argv,
     parse_show,
     probe_timeout,
+    ready_path,
     restarts,
     unit_verdict,
 )
@@ -84,3 +88,33 @@ def test_journal_since_the_start_the_wait_is_about() -> None:
 @pytest.mark.parametrize("never", ["", "n/a"])
 def test_journal_of_a_unit_never_started_is_its_last_lines(never: str) -> None:
     assert journal_argv("journalctl", "u", 5, never) == ["journalctl", "--no-pager", "-u", "u", "-n", "5"]
+
+
+# --------------------------------------------------------------------------- readiness path by version
+
+
+@pytest.mark.parametrize(
+    ("version", "override", "path"),
+    [
+        ("0.5.23", "", "/ready"),
+        ("0.5.24", "", "/ready"),
+        ("0.6.0", "", "/ready"),
+        ("0.5.23rc1", "", "/ready"),  # ordered like Ansible's (loose) version test
+        ("0.5.22", "", "/health_generate"),
+        ("0.5.9", "", "/health_generate"),
+        ("0.5.12.post1", "", "/health_generate"),
+        ("0.5.9", "/custom", "/custom"),
+        ("0.5.23", "/health_generate", "/health_generate"),
+    ],
+)
+def test_ready_path_by_version(version, override, path):
+    assert ready_path(version, override) == path
+    assert sglang_ready_path(version, override) == path
+    # the same order as the `version` test the roles used before (`is version('0.5.23', '>=')`)
+    if not override:
+        assert (path == "/ready") == version_test(version, "0.5.23", ">=")
+
+
+def test_ready_path_names_a_version_it_cannot_order():
+    with pytest.raises(AnsibleFilterError, match="sglang_ready_path: SGLang version 'main' cannot be compared"):
+        sglang_ready_path("main")

@@ -10,6 +10,10 @@ ansible-doc show). So both must say the same, and so must the README. The rules 
 - every public variable of defaults/main.yml is an option of an entry point, and every option with a
   `default` is set in defaults/main.yml, to that value, of the spec's type; a Jinja default
   (`{{ ... }}`) is either given verbatim or left out of the spec (its description says it);
+- a role that hands its options to a module (MODULE_SPECS: `throughput_gate_<option>` ->
+  `<option>` of the throughput_gate module) leaves the module's defaults to the module: an option
+  it does not set in defaults/main.yml states the module's default in its spec (the same value, or
+  none when the module has none), and defaults/main.yml never restates a module default;
 - an option declared by several entry points has the same default, type and description in each;
 - the README names every public option; every `<role>_...` name it shows in backticks exists (an
   option, a default, or a fact/register the role's tasks set); a table row `| `var` | default | ...`
@@ -20,6 +24,7 @@ ansible-doc show). So both must say the same, and so must the README. The rules 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import sys
@@ -44,6 +49,40 @@ TYPES: dict[str, tuple[type, ...]] = {
 MARKUP = re.compile(r"\b([CIBMOVU])\(([^()]*)\)")
 
 
+# Roles whose options go to a module as `<prefix><option> | default(omit)`: role -> (prefix, the
+# module_utils file that holds the module's argument spec, its name there). The module's spec is
+# the one place of those defaults.
+MODULE_SPECS: dict[str, tuple[str, str, str]] = {
+    "throughput_gate": ("throughput_gate_", "gate_spec", "ARGUMENT_SPEC"),
+}
+
+
+@dataclass
+class ModuleSpec:
+    """The argument spec of the module a role's options go to, and how role options name them."""
+
+    prefix: str
+    spec: dict[str, dict[str, Any]]
+    source: str
+
+    def option(self, name: str) -> dict[str, Any] | None:
+        """The module option behind role option ``name``, or None."""
+        if not name.startswith(self.prefix):
+            return None
+        return self.spec.get(name[len(self.prefix) :])
+
+
+def module_spec(role_name: str) -> ModuleSpec | None:
+    if role_name not in MODULE_SPECS:
+        return None
+    prefix, module, attr = MODULE_SPECS[role_name]
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    loaded = importlib.import_module(f"ansible_collections.gpufleet.sglang.plugins.module_utils.{module}")
+    return ModuleSpec(prefix, getattr(loaded, attr), f"plugins/module_utils/{module}.py {attr}")
+
+
 @dataclass
 class Role:
     name: str
@@ -52,6 +91,7 @@ class Role:
     specs: dict[str, dict[str, Any]]
     readme: str
     task_names: set[str] = field(default_factory=set)
+    module: ModuleSpec | None = None
 
     @property
     def options(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -74,6 +114,7 @@ def load_role(path: Path) -> Role:
     readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
     role = Role(path.name, path, defaults, specs, readme)
     role.task_names = names_set_by_tasks(path)
+    role.module = module_spec(path.name)
     return role
 
 
@@ -151,7 +192,7 @@ def check_specs(role: Role) -> list[str]:
                     errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
     for name, entries in options.items():
         for entry, opt in entries:
-            if "default" in opt and name not in role.defaults:
+            if "default" in opt and name not in role.defaults and not (role.module and role.module.option(name)):
                 errors.append(
                     f"{spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but {defaults_file} "
                     "does not set it (Ansible takes defaults from defaults/main.yml only)"
@@ -161,6 +202,55 @@ def check_specs(role: Role) -> list[str]:
             for key in ("type", "default", "choices", "elements"):
                 if opt.get(key) != first.get(key):
                     errors.append(f"{spec_file}: {name}: {key} differs between entry points {first_entry} and {entry}")
+    return errors
+
+
+def same_default(spec_type: str | None, one: Any, other: Any) -> bool:
+    """Two defaults of an option of ``spec_type`` are the same value (``1800`` and ``1800.0`` for a float)."""
+    if spec_type in ("int", "float"):
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (one, other))
+        return numbers and float(one) == float(other)
+    return same_value(spec_type, one, other)
+
+
+def check_module_defaults(role: Role) -> list[str]:
+    """Options a role leaves to its module state the module's default; defaults/main.yml restates none."""
+    module = role.module
+    if module is None:
+        return []
+    errors = []
+    spec_file = f"roles/{role.name}/meta/argument_specs.yml"
+    defaults_file = f"roles/{role.name}/defaults/main.yml"
+    for name, entries in role.options.items():
+        mod = module.option(name)
+        if mod is None:
+            continue
+        mod_type = str(mod.get("type", "str"))
+        if name in role.defaults:  # the role computes it; the spec is compared with defaults/main.yml
+            value = role.defaults[name]
+            if "default" in mod and not is_template(value) and same_default(mod_type, mod["default"], value):
+                errors.append(
+                    f"{defaults_file}: {name} restates the module's default {json.dumps(mod['default'])} "
+                    f"({module.source}); leave it out, the role passes it as default(omit)"
+                )
+            continue
+        for entry, opt in entries:
+            where = f"{spec_file}: {entry}.{name}"
+            if "default" not in mod:
+                if "default" in opt:
+                    errors.append(
+                        f"{where} says default {json.dumps(opt['default'])}, but the module option "
+                        f"{name[len(module.prefix) :]} has none ({module.source})"
+                    )
+            elif "default" not in opt:
+                errors.append(
+                    f"{where} does not state the module's default {json.dumps(mod['default'])} ({module.source})"
+                )
+            elif not same_default(mod_type, mod["default"], opt["default"]):
+                errors.append(
+                    f"{where} says default {json.dumps(opt['default'])}, the module's default is "
+                    f"{json.dumps(mod['default'])} ({module.source})"
+                )
     return errors
 
 
@@ -342,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                 (path / "README.md").write_text(text, encoding="utf-8")
                 print(f"role_docs: wrote roles/{role.name}/README.md")
             continue
-        errors += check_specs(role) + check_readme(role)
+        errors += check_specs(role) + check_module_defaults(role) + check_readme(role)
     if args.command == "check":
         for error in errors:
             print(error, file=sys.stderr)
