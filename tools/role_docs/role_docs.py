@@ -54,6 +54,18 @@ class Role:
     task_names: set[str] = field(default_factory=set)
 
     @property
+    def spec_file(self) -> str:
+        return f"roles/{self.name}/meta/argument_specs.yml"
+
+    @property
+    def defaults_file(self) -> str:
+        return f"roles/{self.name}/defaults/main.yml"
+
+    @property
+    def readme_file(self) -> str:
+        return f"roles/{self.name}/README.md"
+
+    @property
     def options(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """option name -> [(entry point, option spec)] over all entry points."""
         found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -124,43 +136,60 @@ def text_of(description: Any) -> str:
 
 def check_specs(role: Role) -> list[str]:
     errors = []
-    spec_file = f"roles/{role.name}/meta/argument_specs.yml"
-    defaults_file = f"roles/{role.name}/defaults/main.yml"
-    options = role.options
     for name, value in role.defaults.items():
-        if name.startswith("__"):
-            continue
-        if name not in options:
-            errors.append(f"{defaults_file}: {name} is not an option of any entry point in {spec_file}")
-            continue
-        for entry, opt in options[name]:
-            where = f"{spec_file}: {entry}.{name}"
-            spec_type = opt.get("type", "str")
-            if "default" not in opt:
-                if not is_template(value) and value is not None and not opt.get("required"):
-                    errors.append(f"{where} has no default, but {defaults_file} sets {json.dumps(value)}")
-            elif not same_value(spec_type, opt["default"], value):
-                errors.append(
-                    f"{where} says default {json.dumps(opt['default'])}, {defaults_file} sets {json.dumps(value)}"
-                )
-            if value is not None and not is_template(value) and spec_type in TYPES:
-                ok = isinstance(value, TYPES[spec_type]) and not (
-                    spec_type in ("int", "float") and isinstance(value, bool)
-                )
-                if not ok:
-                    errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
-    for name, entries in options.items():
-        for entry, opt in entries:
-            if "default" in opt and name not in role.defaults:
-                errors.append(
-                    f"{spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but {defaults_file} "
-                    "does not set it (Ansible takes defaults from defaults/main.yml only)"
-                )
-        first_entry, first = entries[0]
-        for entry, opt in entries[1:]:
-            for key in ("type", "default", "choices", "elements"):
-                if opt.get(key) != first.get(key):
-                    errors.append(f"{spec_file}: {name}: {key} differs between entry points {first_entry} and {entry}")
+        if not name.startswith("__"):
+            errors += check_default(role, name, value)
+    for name, entries in role.options.items():
+        errors += check_option(role, name, entries)
+    return errors
+
+
+def check_default(role: Role, name: str, value: Any) -> list[str]:
+    """A public variable of defaults/main.yml against the option of each entry point declaring it."""
+    entries = role.options.get(name)
+    if not entries:
+        return [f"{role.defaults_file}: {name} is not an option of any entry point in {role.spec_file}"]
+    errors = []
+    for entry, opt in entries:
+        errors += default_errors(f"{role.spec_file}: {entry}.{name}", opt, value, role.defaults_file)
+    return errors
+
+
+def default_errors(where: str, opt: dict[str, Any], value: Any, defaults_file: str) -> list[str]:
+    """One option's spec `default` and type against the value defaults/main.yml sets."""
+    errors = []
+    spec_type = opt.get("type", "str")
+    if "default" not in opt:
+        if not is_template(value) and value is not None and not opt.get("required"):
+            errors.append(f"{where} has no default, but {defaults_file} sets {json.dumps(value)}")
+    elif not same_value(spec_type, opt["default"], value):
+        errors.append(f"{where} says default {json.dumps(opt['default'])}, {defaults_file} sets {json.dumps(value)}")
+    if not of_type(spec_type, value):
+        errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
+    return errors
+
+
+def of_type(spec_type: str, value: Any) -> bool:
+    """Whether a defaults/main.yml value is of the spec's type (null, a template or an unknown type pass)."""
+    if value is None or is_template(value) or spec_type not in TYPES:
+        return True
+    return isinstance(value, TYPES[spec_type]) and not (spec_type in ("int", "float") and isinstance(value, bool))
+
+
+def check_option(role: Role, name: str, entries: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """An option's spec default is set in defaults/main.yml, and every entry point declares it alike."""
+    errors = []
+    for entry, opt in entries:
+        if "default" in opt and name not in role.defaults:
+            errors.append(
+                f"{role.spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but "
+                f"{role.defaults_file} does not set it (Ansible takes defaults from defaults/main.yml only)"
+            )
+    first_entry, first = entries[0]
+    for entry, opt in entries[1:]:
+        for key in ("type", "default", "choices", "elements"):
+            if opt.get(key) != first.get(key):
+                errors.append(f"{role.spec_file}: {name}: {key} differs between entry points {first_entry} and {entry}")
     return errors
 
 
