@@ -14,6 +14,9 @@ ansible-doc show). So both must say the same, and so must the README. The rules 
 - the README names every public option; every `<role>_...` name it shows in backticks exists (an
   option, a default, or a fact/register the role's tasks set); a table row `| `var` | default | ...`
   shows the spec's default;
+- a README with a hand-written variable table (a table whose header starts `| variable |`; there
+  may be several, e.g. one per entry point) has a row for every option of every entry point, and no
+  row naming a variable that is no option (a row may name several: `a` / `_b`, `a`, `b`);
 - a README section between the role_docs markers is exactly what `write` generates from the spec.
 """
 
@@ -253,63 +256,123 @@ TICKED = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 def check_readme(role: Role) -> list[str]:
-    readme_file = f"roles/{role.name}/README.md"
     if not role.readme:
-        return [f"{readme_file} is missing"]
-    errors = []
-    options = role.options
+        return [f"{role.readme_file} is missing"]
+    errors, hand = check_generated(role)
+    errors += check_mentions(role, hand)
+    errors += check_table(role, hand)
+    errors += check_row_defaults(role, hand)
+    return errors
+
+
+def check_generated(role: Role) -> tuple[list[str], str]:
+    """The section between the markers (if any) against `generate`; returns the errors and the README
+    without that section (the hand-written part)."""
     marked = section(role.readme)
-    if marked is not None:
-        start, end = marked
-        if end < 0:
-            errors.append(f"{readme_file}: '{BEGIN}' without '{END}'")
-        elif role.readme[start:end] != generate(role):
-            errors.append(
-                f"{readme_file}: the variable table differs from meta/argument_specs.yml: "
-                f"run 'python tools/role_docs/role_docs.py write {role.name}'"
-            )
-        hand = role.readme[:start] + (role.readme[end:] if end >= 0 else "")
-    else:
-        hand = role.readme
-    mentioned = set(TICKED.findall(role.readme)) | abbreviated(role.readme, set(options))
-    public = set(options) | {n for n in role.defaults if not n.startswith("__")}
-    for name in sorted(public - mentioned):
-        errors.append(f"{readme_file} does not mention `{name}` (an option in meta/argument_specs.yml)")
+    if marked is None:
+        return [], role.readme
+    start, end = marked
+    if end < 0:
+        return [f"{role.readme_file}: '{BEGIN}' without '{END}'"], role.readme[:start]
+    if role.readme[start:end] != generate(role):
+        error = (
+            f"{role.readme_file}: the variable table differs from meta/argument_specs.yml: "
+            f"run 'python tools/role_docs/role_docs.py write {role.name}'"
+        )
+        return [error], role.readme[:start] + role.readme[end:]
+    return [], role.readme[:start] + role.readme[end:]
+
+
+def check_mentions(role: Role, hand: str) -> list[str]:
+    """Every public option is named somewhere; every `<role>_...` name of the hand-written part exists."""
+    options = set(role.options)
+    mentioned = set(TICKED.findall(role.readme)) | abbreviated(role.readme, options)
+    public = options | {n for n in role.defaults if not n.startswith("__")}
+    errors = [
+        f"{role.readme_file} does not mention `{name}` (an option in meta/argument_specs.yml)"
+        for name in sorted(public - mentioned)
+    ]
     known = public | role.task_names | {role.name} | collection_names()
     prefix = role.name + "_"
     # names of another role whose name extends this one (sglang -> sglang_server_*) are that role's
     others = tuple(f"{r}_" for r in collection_names() if r.startswith(prefix))
     shown = {n for n in TICKED.findall(hand) if n.startswith(prefix) and not n.startswith(others)}
-    for name in sorted(shown - known):
-        errors.append(f"{readme_file} names `{name}`, which is no option, default or fact of the role")
+    errors += [
+        f"{role.readme_file} names `{name}`, which is no option, default or fact of the role"
+        for name in sorted(shown - known)
+    ]
+    return errors
+
+
+def check_table(role: Role, hand: str) -> list[str]:
+    """A hand-written variable table has a row for every option of every entry point, and no row for
+    a variable that is no option. A README without such a table is not checked here."""
+    cells = variable_table_cells(hand)
+    if not cells:
+        return []
+    options = role.options
+    rows: set[str] = set()
+    errors = []
+    for cell in cells:
+        names = cell_names(cell, set(options))
+        rows |= names
+        errors += [
+            f"{role.readme_file}: the variable table has a row for `{name}`, which is not an option in {role.spec_file}"
+            for name in sorted(names - set(options))
+        ]
+    for name in sorted(set(options) - rows):
+        entries = [entry for entry, _ in options[name]]
+        points = f"entry point{'s' if len(entries) > 1 else ''} {', '.join(entries)}"
+        errors.append(
+            f"{role.readme_file}: the variable table has no row for `{name}` (an option of {points} in "
+            f"{role.spec_file}); add one"
+        )
+    return errors
+
+
+def check_row_defaults(role: Role, hand: str) -> list[str]:
+    """A hand-written table row `| `var` | default | ...` shows the spec's default."""
+    errors = []
+    options = role.options
     for name, shown in TABLE_ROW.findall(hand):
         if name not in options:
             continue
         opt = options[name][0][1]
-        if "default" not in opt:
-            continue
-        if not default_shown(opt, shown):
+        if "default" in opt and not default_shown(opt, shown):
             errors.append(
-                f"{readme_file}: the row of `{name}` shows default {shown}, "
+                f"{role.readme_file}: the row of `{name}` shows default {shown}, "
                 f"meta/argument_specs.yml says {json.dumps(opt['default'])}"
             )
     return errors
 
 
 ROW = re.compile(r"^\|([^|\n]*)\|", re.MULTILINE)
+# a variable table: its header's first cell is "variable"; its rows run to the first line not starting with |
+VARIABLE_TABLE = re.compile(r"^\|\s*variable\s*\|[^\n]*\n\|[-:| ]+\|[ \t]*\n((?:\|[^\n]*(?:\n|$))*)", re.MULTILINE)
+
+
+def variable_table_cells(text: str) -> list[str]:
+    """First cells of the rows of every variable table in text."""
+    return [cell for table in VARIABLE_TABLE.findall(text) for cell in ROW.findall(table)]
+
+
+def cell_names(cell: str, options: set[str]) -> set[str]:
+    """Variables a table cell names: full names in backticks, and options it names by suffix after a
+    full name (`throughput_gate_tolerance` / `_alpha`)."""
+    names = re.findall(r"`(_?[a-z][a-z0-9_]*)`", cell)
+    full = [n for n in names if not n.startswith("_")]
+    if not full:
+        return set()
+    cuts = [i for i, ch in enumerate(full[0]) if ch == "_"]
+    short = {full[0][:i] + n for n in names if n.startswith("_") for i in cuts}
+    return set(full) | (short & options)
 
 
 def abbreviated(readme: str, options: set[str]) -> set[str]:
     """Options a table row names by suffix after a full name: `throughput_gate_tolerance` / `_alpha`."""
-    found = set()
+    found: set[str] = set()
     for cell in ROW.findall(readme):
-        names = re.findall(r"`(_?[a-z][a-z0-9_]*)`", cell)
-        full = next((n for n in names if not n.startswith("_")), None)
-        if not full:
-            continue
-        for short in (n for n in names if n.startswith("_")):
-            cuts = [i for i, ch in enumerate(full) if ch == "_"]
-            found |= {full[:i] + short for i in cuts if full[:i] + short in options}
+        found |= cell_names(cell, options) & options
     return found
 
 
