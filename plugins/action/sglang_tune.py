@@ -34,6 +34,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import
     merge_profiles,
     render_argv,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import (
+    DEPLOYMENTS_DIR,
+    RELEASE_LINK,
+    TUNE_JOURNAL,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
     ServerConfigError,
     render_config,
@@ -84,9 +89,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
         },
     },
     "gate": {"type": "dict", "required": True},
-    "journal": {"type": "str", "default": "/opt/sglang/tune-journal.json"},
-    "deployments_dir": {"type": "str", "default": "/opt/sglang/deployments"},
-    "release_link": {"type": "str", "default": "/opt/sglang/current"},
+    # node paths: passed on to module sglang_tune_switch, which takes them as type path (expanded
+    # on the node, not here)
+    "journal": {"type": "str", "default": TUNE_JOURNAL},
+    "deployments_dir": {"type": "str", "default": DEPLOYMENTS_DIR},
+    "release_link": {"type": "str", "default": RELEASE_LINK},
     "sweep_dir": {"type": "str", "default": ""},
     "key": {"type": "dict", "default": {}},
 }
