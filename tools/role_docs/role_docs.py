@@ -274,13 +274,14 @@ def check_generated(role: Role) -> tuple[list[str], str]:
     start, end = marked
     if end < 0:
         return [f"{role.readme_file}: '{BEGIN}' without '{END}'"], role.readme[:start]
+    hand = role.readme[:start] + role.readme[end:]
     if role.readme[start:end] != generate(role):
         error = (
             f"{role.readme_file}: the variable table differs from meta/argument_specs.yml: "
             f"run 'python tools/role_docs/role_docs.py write {role.name}'"
         )
-        return [error], role.readme[:start] + role.readme[end:]
-    return [], role.readme[:start] + role.readme[end:]
+        return [error], hand
+    return [], hand
 
 
 def check_mentions(role: Role, hand: str) -> list[str]:
