@@ -55,11 +55,11 @@ def run(answers: dict[str, dict[str, Any]], *, first: bool = False, setting=None
         entries=[] if first else [{"status": "measured"}], start={"attention_backend": "flashinfer"}
     )
     outcome = action._evaluate(args or ARGS, search, setting or {"attention_backend": "triton"}, "check.py", {})
-    return outcome, [name for name, _ in calls], calls
+    return outcome, [call[0] for call in calls], calls
 
 
 def test_the_original_is_measured_as_it_runs():
-    outcome, names, _ = run({GATE: MEASURED_GATE}, first=True)
+    outcome, names, _calls = run({GATE: MEASURED_GATE}, first=True)
     assert names == [GATE]
     assert outcome == {"status": "measured", "trials": [10.0, 11.0, 12.0], "power_pct": 50.0}
 
@@ -78,12 +78,12 @@ def test_a_candidate_is_checked_switched_made_ready_and_measured():
 
 def test_without_validation_there_is_no_check():
     args = dict(ARGS, server=dict(ARGS["server"], validate=False))
-    _, names, _ = run({READY: {"ready": True}, GATE: MEASURED_GATE}, args=args)
+    _outcome, names, _calls = run({READY: {"ready": True}, GATE: MEASURED_GATE}, args=args)
     assert names == [f"{SWITCH}:switch", READY, GATE]
 
 
 def test_a_flag_the_version_does_not_take_is_refused_before_any_module():
-    outcome, names, _ = run({}, setting={"no_such_flag_at_all": 1})
+    outcome, names, _calls = run({}, setting={"no_such_flag_at_all": 1})
     assert names == []
     assert outcome["status"] == "refused"
 
@@ -96,13 +96,13 @@ def test_a_flag_the_version_does_not_take_is_refused_before_any_module():
     ],
 )
 def test_the_parser_check_ends_a_candidate(check, status, reason):
-    outcome, names, _ = run({f"{SWITCH}:check": check})
+    outcome, names, _calls = run({f"{SWITCH}:check": check})
     assert names == [f"{SWITCH}:check"]
     assert outcome == {"status": status, "reason": reason}
 
 
 def test_a_failed_switch_is_an_error():
-    outcome, names, _ = run({f"{SWITCH}:check": {"ok": True}, f"{SWITCH}:switch": {"failed": True, "msg": "x"}})
+    outcome, names, _calls = run({f"{SWITCH}:check": {"ok": True}, f"{SWITCH}:switch": {"failed": True, "msg": "x"}})
     assert names == [f"{SWITCH}:check", f"{SWITCH}:switch"]
     assert outcome == {"status": "error", "reason": "x"}
 
@@ -120,5 +120,5 @@ def test_a_candidate_that_does_not_get_ready_is_stopped():
     [({"failed": True, "msg": "boom"}, "boom"), ({"valid_trial_values": []}, "no valid trials")],
 )
 def test_a_measurement_without_trials_is_invalid(gate, reason):
-    outcome, _, _ = run({GATE: gate}, first=True)
+    outcome, _names, _calls = run({GATE: gate}, first=True)
     assert outcome == {"status": "invalid", "reason": reason, "power_pct": None}

@@ -322,7 +322,7 @@ def check_table(role: Role, hand: str) -> list[str]:
             for name in sorted(names - set(options))
         ]
     for name in sorted(set(options) - rows):
-        entries = [entry for entry, _ in options[name]]
+        entries = [pair[0] for pair in options[name]]
         points = f"entry point{'s' if len(entries) > 1 else ''} {', '.join(entries)}"
         errors.append(
             f"{role.readme_file}: the variable table has no row for `{name}` (an option of {points} in "
