@@ -152,7 +152,7 @@ def uv_install(uv: str, venv: Path, spec: str, cache: Path) -> list[str]:
     return [uv, "pip", "install", "--python", python, "--cache-dir", str(cache), "--no-config", "--no-progress", spec]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--spec", default="sglang==0.5.23", help="requirement to install (default %(default)s)")
     parser.add_argument("--python", default="python3", help="interpreter of the venvs (SGLang >= 0.5.22: 3.11+)")
@@ -161,92 +161,109 @@ def main() -> int:
     parser.add_argument(
         "--uv-only", action="store_true", help="measure the uv methods only (minutes, not the hour pip cold takes)"
     )
-    args = parser.parse_args()
-    # SIGTERM (and SIGINT, which a background job ignores) stop the run: the table shows what was
-    # measured, the work directory is removed.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    if os.geteuid() != 0:
-        raise SystemExit("deploy_bench.py needs root: the uv runs use a private bind mount (unshare -m)")
+    return parser.parse_args()
 
-    global TMPDIR  # noqa: PLW0603
-    work = Path(tempfile.mkdtemp(prefix="gpufleet-deploy-bench-", dir=args.workdir))
-    TMPDIR = work / "tmp"
-    TMPDIR.mkdir()
-    results: list[Result] = []
-    sizes: dict[str, float] = {}
-    try:
-        uv_version = uv_pin()
-        tools = work / "uv-tool"
-        subprocess.run([args.python, "-m", "venv", str(tools)], check=True)
-        subprocess.run(
-            [str(tools / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", f"uv=={uv_version}"],
-            check=True,
-            env=clean_env(),
+
+def install_uv(python: str, work: Path) -> tuple[Path, str]:
+    """uv at the role's pin, installed with pip into a venv of its own: (that venv, the version)."""
+    uv_version = uv_pin()
+    tools = work / "uv-tool"
+    subprocess.run([python, "-m", "venv", str(tools)], check=True)
+    subprocess.run(
+        [str(tools / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", f"uv=={uv_version}"],
+        check=True,
+        env=clean_env(),
+    )
+    return tools, uv_version
+
+
+def bench(args: argparse.Namespace, work: Path, results: list[Result], sizes: dict[str, float]) -> None:
+    """Every method, one after the other; results and sizes grow as each is measured (an interrupt
+    leaves what was measured so far)."""
+    tools, uv_version = install_uv(args.python, work)
+    uv = str(tools / "bin" / "uv")
+    host_cache, mount = work / "host-cache", work / "ct-mount"
+    host_cache.mkdir()
+    mount.mkdir()
+    print(f"{args.spec}, Python {args.python}, uv {uv_version}, work dir {work}", flush=True)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores {os.cpu_count()}")
+    bench_uv(args, work, uv, host_cache=host_cache, mount=mount, results=results, sizes=sizes)
+    if not args.uv_only:
+        bench_pip(args, work, tools, results, sizes)
+
+
+def bench_uv(
+    args: argparse.Namespace,
+    work: Path,
+    uv: str,
+    *,
+    host_cache: Path,
+    mount: Path,
+    results: list[Result],
+    sizes: dict[str, float],
+) -> None:
+    """The uv methods (first: their figures are the ones the role depends on; pip's take much longer);
+    the host cache is removed afterwards."""
+
+    def uv_via_mount(venv: Path) -> list[str]:
+        return in_bind_mount(host_cache, mount, uv_install(uv, venv, args.spec, mount))
+
+    def uv_same_fs(venv: Path) -> list[str]:
+        return uv_install(uv, venv, args.spec, host_cache)
+
+    results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
+    results.append(measure(work, "uv shared cache", args.python, uv_via_mount, "cache from uv cold, bind-mounted"))
+    results.append(
+        measure(
+            work,
+            "uv shared + bytecode",
+            args.python,
+            lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
+            "as above, .pyc written like pip",
         )
-        uv = str(tools / "bin" / "uv")
-        host_cache, mount = work / "host-cache", work / "ct-mount"
-        host_cache.mkdir()
-        mount.mkdir()
-        pip_cache = work / "pip-cache"
-        print(f"{args.spec}, Python {args.python}, uv {uv_version}, work dir {work}", flush=True)
-        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores {os.cpu_count()}")
+    )
+    results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
+    sizes["uv cache"] = du_gb(host_cache)
+    shutil.rmtree(host_cache)
 
-        def pip(venv: Path) -> list[str]:
-            return pip_install(venv, args.spec, "--cache-dir", str(pip_cache))
 
-        def uv_via_mount(venv: Path) -> list[str]:
-            return in_bind_mount(host_cache, mount, uv_install(uv, venv, args.spec, mount))
+def bench_pip(
+    args: argparse.Namespace, work: Path, tools: Path, results: list[Result], sizes: dict[str, float]
+) -> None:
+    """The pip methods: cold, warm (its cache removed afterwards), and from a downloaded wheelhouse."""
+    pip_cache = work / "pip-cache"
 
-        def uv_same_fs(venv: Path) -> list[str]:
-            return uv_install(uv, venv, args.spec, host_cache)
+    def pip(venv: Path) -> list[str]:
+        return pip_install(venv, args.spec, "--cache-dir", str(pip_cache))
 
-        # uv first: its figures are the ones the role depends on; pip's take much longer.
-        results.append(measure(work, "uv cold", args.python, uv_via_mount, "empty cache, bind-mounted"))
-        results.append(measure(work, "uv shared cache", args.python, uv_via_mount, "cache from uv cold, bind-mounted"))
-        results.append(
-            measure(
-                work,
-                "uv shared + bytecode",
-                args.python,
-                lambda venv: [*uv_via_mount(venv), "--compile-bytecode"],
-                "as above, .pyc written like pip",
-            )
-        )
-        results.append(measure(work, "uv same-fs (reference)", args.python, uv_same_fs, "same cache, no bind mount"))
-        sizes["uv cache"] = du_gb(host_cache)
-        shutil.rmtree(host_cache)
-        if not args.uv_only:
-            results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
-            sizes["pip cache"] = du_gb(pip_cache)
-            results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
-            shutil.rmtree(pip_cache, ignore_errors=True)
-            wheelhouse = work / "wheelhouse"
-            download_s = run(
-                [
-                    str(tools / "bin" / "pip"),
-                    "download",
-                    "--no-input",
-                    "--no-cache-dir",
-                    "-d",
-                    str(wheelhouse),
-                    args.spec,
-                ],
-                work / "pip-download.log",
-            )
-            print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
-            sizes["wheelhouse"] = du_gb(wheelhouse)
+    results.append(measure(work, "pip cold", args.python, pip, "empty pip cache"))
+    sizes["pip cache"] = du_gb(pip_cache)
+    results.append(measure(work, "pip warm", args.python, pip, "pip cache from pip cold"))
+    shutil.rmtree(pip_cache, ignore_errors=True)
+    wheelhouse = work / "wheelhouse"
+    download_s = run(
+        [
+            str(tools / "bin" / "pip"),
+            "download",
+            "--no-input",
+            "--no-cache-dir",
+            "-d",
+            str(wheelhouse),
+            args.spec,
+        ],
+        work / "pip-download.log",
+    )
+    print(f"  (pip download of the wheelhouse: {download_s:.1f} s, not part of any figure)", flush=True)
+    sizes["wheelhouse"] = du_gb(wheelhouse)
 
-            def pip_wheelhouse(venv: Path) -> list[str]:
-                return pip_install(venv, args.spec, "--no-cache-dir", "--no-index", "--find-links", str(wheelhouse))
+    def pip_wheelhouse(venv: Path) -> list[str]:
+        return pip_install(venv, args.spec, "--no-cache-dir", "--no-index", "--find-links", str(wheelhouse))
 
-            results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
-    except KeyboardInterrupt:
-        print("\ninterrupted: the table shows the methods measured so far", flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    results.append(measure(work, "pip wheelhouse", args.python, pip_wheelhouse, "all wheels local, no network"))
 
-    print()
+
+def report(results: list[Result], sizes: dict[str, float], keep_going: bool) -> int:
+    """The table, the sizes and the comparison of the installed sets; the exit status."""
     base = next((r for r in results if r.method == "pip warm"), None) or next(
         (r for r in results if r.method.startswith("pip")), results[0] if results else None
     )
@@ -273,7 +290,33 @@ def main() -> int:
     for r in results:
         if r.packages != reference:
             print(f"  {r.method}: only here {sorted(r.packages - reference)}; missing {sorted(reference - r.packages)}")
-    return 1 if differ and not args.keep_going else 0
+    return 1 if differ and not keep_going else 0
+
+
+def main() -> int:
+    args = parse_args()
+    # SIGTERM (and SIGINT, which a background job ignores) stop the run: the table shows what was
+    # measured, the work directory is removed.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if os.geteuid() != 0:
+        raise SystemExit("deploy_bench.py needs root: the uv runs use a private bind mount (unshare -m)")
+
+    global TMPDIR  # noqa: PLW0603
+    work = Path(tempfile.mkdtemp(prefix="gpufleet-deploy-bench-", dir=args.workdir))
+    TMPDIR = work / "tmp"
+    TMPDIR.mkdir()
+    results: list[Result] = []
+    sizes: dict[str, float] = {}
+    try:
+        bench(args, work, results, sizes)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the table shows the methods measured so far", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    return report(results, sizes, args.keep_going)
 
 
 if __name__ == "__main__":

@@ -421,6 +421,25 @@ def start_background(unit: str, argv: str) -> None:
     on_host(f"systemd-run --unit={unit} --collect --property=EnvironmentFile={KEY_ENV_FILE} {argv}")
 
 
+def restart_gateway() -> tuple[float, float]:
+    """Restart the gateway and poll its /readiness (120 s at most), expecting it ready: the times
+    (time.time()) of the restart and of the end of the wait."""
+    t_restart = time.time()
+    on_host("systemctl restart sglang-gateway")
+    while True:
+        code = on_host(
+            "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/readiness',"
+            ' timeout=2).status)" 2>/dev/null || echo down',
+            check=False,
+        ).strip()
+        if code == "200" or time.time() - t_restart > 120:
+            break
+        time.sleep(0.2)
+    t_ready = time.time()
+    expect(code == "200", "the restarted gateway is ready within 120 s")
+    return t_restart, t_ready
+
+
 def drill_rolling_upgrade_gateway_restart() -> None:
     log("== A+G: rolling upgrade to 0.5.23 under traffic; the gateway restarted while the canary is gated")
     start = time.monotonic()
@@ -443,19 +462,7 @@ def drill_rolling_upgrade_gateway_restart() -> None:
     play = LivePlaybook(*ev({"sglang_version": "0.5.23"}))
     # the canary (node1) runs 0.5.23 and is being gated, out of the gateway: restart the gateway now
     play.wait_for(r"TASK \[gpufleet\.sglang\.throughput_gate : Run the throughput gate\]", 1800)
-    t_restart = time.time()
-    on_host("systemctl restart sglang-gateway")
-    while True:
-        code = on_host(
-            "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/readiness',"
-            ' timeout=2).status)" 2>/dev/null || echo down',
-            check=False,
-        ).strip()
-        if code == "200" or time.time() - t_restart > 120:
-            break
-        time.sleep(0.2)
-    t_ready = time.time()
-    expect(code == "200", "the restarted gateway is ready within 120 s")
+    t_restart, t_ready = restart_gateway()
     rc, out, took = play.finish()
     t_add1 = play.first(r"TASK \[gpufleet\.sglang\.sglang_gateway : Release the node's out-of-rotation mark\]")
     time.sleep(2)

@@ -34,6 +34,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import
     merge_profiles,
     render_argv,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import (
+    DEPLOYMENTS_DIR,
+    RELEASE_LINK,
+    TUNE_JOURNAL,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
     ServerConfigError,
     render_config,
@@ -84,9 +89,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
         },
     },
     "gate": {"type": "dict", "required": True},
-    "journal": {"type": "str", "default": "/opt/sglang/tune-journal.json"},
-    "deployments_dir": {"type": "str", "default": "/opt/sglang/deployments"},
-    "release_link": {"type": "str", "default": "/opt/sglang/current"},
+    # node paths: passed on to module sglang_tune_switch, which takes them as type path (expanded
+    # on the node, not here)
+    "journal": {"type": "str", "default": TUNE_JOURNAL},
+    "deployments_dir": {"type": "str", "default": DEPLOYMENTS_DIR},
+    "release_link": {"type": "str", "default": RELEASE_LINK},
     "sweep_dir": {"type": "str", "default": ""},
     "key": {"type": "dict", "default": {}},
 }
@@ -103,6 +110,14 @@ OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory")
 def candidate_flags(base: dict[str, Any], setting: dict[str, Any]) -> dict[str, Any]:
     """The candidate's flags: the setting over the node's flags; ``false``/``null`` remove a flag."""
     return merge_profiles(base, {k: (None if v is False else v) for k, v in setting.items()})
+
+
+def candidate_config(server: dict[str, Any], flags: dict[str, Any]) -> str:
+    """The options file of a candidate, rendered as role sglang_server does for the server's version
+    (raises SGLangArgsError or ServerConfigError for flags that version does not take)."""
+    base = {"model_path": server["model_path"], "host": server["host"], "port": server["port"]}
+    argv = render_argv({**base, **flags}, server["version"])
+    return render_config(argv, server["version"], server["api_key"])
 
 
 def failure_status(ready: dict[str, Any]) -> str:
@@ -256,55 +271,84 @@ class ActionModule(ActionBase):
         check_script: str,
         task_vars: dict[str, Any],
     ) -> dict[str, Any]:
-        server = args["server"]
         first = not search.entries  # the original: it runs already, measured as it is
         if not first:
-            flags = candidate_flags(args["base_flags"], setting)
-            base = {"model_path": server["model_path"], "host": server["host"], "port": server["port"]}
-            try:
-                argv = render_argv({**base, **flags}, server["version"])
-                text = render_config(argv, server["version"], server["api_key"])
-            except (SGLangArgsError, ServerConfigError) as exc:
-                return {"status": "refused", "reason": str(exc)}
-            if server["validate"]:
-                checked = self._module(
-                    SWITCH,
-                    {
-                        "state": "check",
-                        "python": server["validate_python"],
-                        "check_script": check_script,
-                        "check_env": server["validate_env"],
-                        "config_text": text,
-                    },
-                    task_vars,
-                )
-                if checked.get("failed"):
-                    return {"status": "error", "reason": str(checked.get("msg"))}
-                if not checked.get("ok"):
-                    return {"status": "refused", "reason": f"SGLang's parser: {checked.get('error')}"}
-            switched = self._module(
-                SWITCH,
-                {
-                    "state": "switch",
-                    "journal": args["journal"],
-                    "service": server["service"],
-                    "config_file": server["config_file"],
-                    "config_text": text,
-                    "candidate": describe(setting, search.start),
-                },
-                task_vars,
-            )
-            if switched.get("failed"):
-                return {"status": "error", "reason": str(switched.get("msg"))}
-            ready = self._module(READY, self._ready_args(args), task_vars)
-            if not ready.get("ready"):
-                # a crash-looping or hung candidate stops here, not in the background of the next one
-                self._module(STOP, {"name": server["service"], "state": "stopped"}, task_vars)
-                return {
-                    "status": failure_status(ready),
-                    "reason": f"{ready.get('verdict', 'error')}: {ready.get('reason') or ready.get('msg')}",
-                    "journal": list(ready.get("journal") or [])[-args["ready"]["journal_lines"] :],
-                }
+            failure = self._start_candidate(args, search, setting, check_script, task_vars)
+            if failure is not None:
+                return failure
+        return self._measure(args, task_vars)
+
+    def _start_candidate(
+        self,
+        args: dict[str, Any],
+        search: CoordinateSearch,
+        setting: dict[str, Any],
+        check_script: str,
+        task_vars: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """Render, check, switch to and wait for a candidate; its outcome when it does not get ready."""
+        server = args["server"]
+        flags = candidate_flags(args["base_flags"], setting)
+        try:
+            text = candidate_config(server, flags)
+        except (SGLangArgsError, ServerConfigError) as exc:
+            return {"status": "refused", "reason": str(exc)}
+        if server["validate"]:
+            refused = self._check_candidate(server, text, check_script, task_vars)
+            if refused is not None:
+                return refused
+        switched = self._module(
+            SWITCH,
+            {
+                "state": "switch",
+                "journal": args["journal"],
+                "service": server["service"],
+                "config_file": server["config_file"],
+                "config_text": text,
+                "candidate": describe(setting, search.start),
+            },
+            task_vars,
+        )
+        if switched.get("failed"):
+            return {"status": "error", "reason": str(switched.get("msg"))}
+        return self._wait_candidate(args, task_vars)
+
+    def _check_candidate(
+        self, server: dict[str, Any], text: str, check_script: str, task_vars: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """SGLang's parser on the node reads the options file; the outcome when it refuses (or fails)."""
+        checked = self._module(
+            SWITCH,
+            {
+                "state": "check",
+                "python": server["validate_python"],
+                "check_script": check_script,
+                "check_env": server["validate_env"],
+                "config_text": text,
+            },
+            task_vars,
+        )
+        if checked.get("failed"):
+            return {"status": "error", "reason": str(checked.get("msg"))}
+        if not checked.get("ok"):
+            return {"status": "refused", "reason": f"SGLang's parser: {checked.get('error')}"}
+        return None
+
+    def _wait_candidate(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any] | None:
+        """Wait for the switched-to candidate; stop it and return its outcome when it does not get ready."""
+        ready = self._module(READY, self._ready_args(args), task_vars)
+        if ready.get("ready"):
+            return None
+        # a crash-looping or hung candidate stops here, not in the background of the next one
+        self._module(STOP, {"name": args["server"]["service"], "state": "stopped"}, task_vars)
+        return {
+            "status": failure_status(ready),
+            "reason": f"{ready.get('verdict', 'error')}: {ready.get('reason') or ready.get('msg')}",
+            "journal": list(ready.get("journal") or [])[-args["ready"]["journal_lines"] :],
+        }
+
+    def _measure(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The gate's module on what the node runs now: the candidate's trials, or why there are none."""
         gate = self._module(GATE, dict(args["gate"], baseline=[], fail_on_unknown=False), task_vars)
         trials = gate.get("valid_trial_values") or []
         if gate.get("failed") or not trials:

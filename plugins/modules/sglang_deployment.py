@@ -29,10 +29,6 @@ description:
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
-  root:
-    description: Directory holding the deployments and the C(current)/C(previous) links (created 0700).
-    type: path
-    default: /opt/sglang/deployments
   state:
     description: What to do.
     type: str
@@ -41,12 +37,6 @@ options:
   release_dir:
     description: The SGLang release directory this deployment runs. Required with O(state=present).
     type: path
-  release_link:
-    description:
-      - The link that selects the running release (the sglang role's C(current) link).
-      - A rollback points it back at the previous deployment's release.
-    type: path
-    default: /opt/sglang/current
   files:
     description:
       - The managed files, by absolute path. A file that does not exist is recorded as absent and a
@@ -77,6 +67,9 @@ options:
         adopt the live state of a node deployed before deployments were recorded, before it changes.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gpufleet.sglang.sglang_paths
+  - gpufleet.sglang.sglang_paths.root
 attributes:
   check_mode:
     support: full
@@ -145,15 +138,16 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment 
     restore_current,
     rollback,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import DEPLOYMENTS_DIR, RELEASE_LINK
 
 
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
-            "root": {"type": "path", "default": "/opt/sglang/deployments"},
+            "root": {"type": "path", "default": DEPLOYMENTS_DIR},
             "state": {"type": "str", "choices": ["present", "rolled_back", "restored", "query"], "default": "present"},
             "release_dir": {"type": "path"},
-            "release_link": {"type": "path", "default": "/opt/sglang/current"},
+            "release_link": {"type": "path", "default": RELEASE_LINK},
             "files": {
                 "type": "list",
                 "elements": "dict",

@@ -74,18 +74,6 @@ options:
       - Options of module gpufleet.sglang.throughput_gate for each measurement (url, shape, trials, telemetry...).
     type: dict
     required: true
-  journal:
-    description: The sweep journal on the node.
-    type: str
-    default: /opt/sglang/tune-journal.json
-  deployments_dir:
-    description: The node's deployment records (sglang_server_deployments_dir).
-    type: str
-    default: /opt/sglang/deployments
-  release_link:
-    description: The link that selects the running release.
-    type: str
-    default: /opt/sglang/current
   sweep_dir:
     description: Controller directory for the sweep and tuned profile files (the gate's baseline directory).
     type: str
@@ -94,6 +82,9 @@ options:
     description: The baseline key parts (host, model, model_revision, profile, sglang_version, gpu_model).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - gpufleet.sglang.sglang_paths
+  - gpufleet.sglang.sglang_paths.tune
 attributes:
   check_mode:
     support: partial

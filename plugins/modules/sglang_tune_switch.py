@@ -32,18 +32,6 @@ options:
     type: str
     choices: [begin, check, switch, restore]
     required: true
-  journal:
-    description: Path of the sweep journal on the node.
-    type: path
-    default: /opt/sglang/tune-journal.json
-  deployments_dir:
-    description: The deployment records (sglang_server_deployments_dir).
-    type: path
-    default: /opt/sglang/deployments
-  release_link:
-    description: The link that selects the running release.
-    type: path
-    default: /opt/sglang/current
   service:
     description: The server's systemd unit.
     type: str
@@ -72,6 +60,9 @@ options:
     description: Deadline of the parser check.
     type: int
     default: 300
+extends_documentation_fragment:
+  - gpufleet.sglang.sglang_paths
+  - gpufleet.sglang.sglang_paths.tune
 attributes:
   check_mode:
     support: none
@@ -122,6 +113,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment 
     DeploymentError,
     query,
     restore_current,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import (
+    DEPLOYMENTS_DIR,
+    RELEASE_LINK,
+    TUNE_JOURNAL,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_journal import (
     JournalError,
@@ -191,9 +187,9 @@ def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["begin", "check", "switch", "restore"], "required": True},
-            "journal": {"type": "path", "default": "/opt/sglang/tune-journal.json"},
-            "deployments_dir": {"type": "path", "default": "/opt/sglang/deployments"},
-            "release_link": {"type": "path", "default": "/opt/sglang/current"},
+            "journal": {"type": "path", "default": TUNE_JOURNAL},
+            "deployments_dir": {"type": "path", "default": DEPLOYMENTS_DIR},
+            "release_link": {"type": "path", "default": RELEASE_LINK},
             "service": {"type": "str", "default": "sglang-server"},
             "config_file": {"type": "path"},
             "config_text": {"type": "str", "no_log": True},

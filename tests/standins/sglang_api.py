@@ -154,6 +154,12 @@ def merge_config(argv: list[str]) -> list[str]:
     where = [i for i, tok in enumerate(argv) if tok == "--config"]
     if not where:
         return argv
+    index, path = _config_path(argv, where)
+    return _config_argv(_read_config(path)) + argv[:index] + argv[index + 2 :]
+
+
+def _config_path(argv: list[str], where: list[int]) -> tuple[int, str]:
+    """The index of the one ``--config`` and its YAML file, refused as SGLang refuses them."""
     if len(where) > 1:
         raise SystemExit("sglang_api stand-in: Multiple config files specified! Only one allowed.")
     index = where[0]
@@ -162,6 +168,11 @@ def merge_config(argv: list[str]) -> list[str]:
     path = argv[index + 1]
     if not path.lower().endswith((".yaml", ".yml")):
         raise SystemExit(f"sglang_api stand-in: Config file must be YAML format, got: {path}")
+    return index, path
+
+
+def _read_config(path: str) -> dict:
+    """The config file's mapping (YAML, or JSON where PyYAML is missing); empty is ``{}``."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -180,6 +191,11 @@ def merge_config(argv: list[str]) -> list[str]:
         data = {}
     if not isinstance(data, dict):
         raise SystemExit("sglang_api stand-in: Config file must contain a dictionary at root level")
+    return data
+
+
+def _config_argv(data: dict) -> list[str]:
+    """A config mapping as command-line tokens: true is a bare flag, false and [] are left out."""
     merged: list[str] = []
     for key, value in data.items():
         if isinstance(value, bool):
@@ -190,7 +206,7 @@ def merge_config(argv: list[str]) -> list[str]:
             merged += [f"--{key}", json.dumps(value)]
         else:
             merged += [f"--{key}", str(value)]
-    return merged + argv[:index] + argv[index + 2 :]
+    return merged
 
 
 SURFACE_MODES = ("crash", "oom", "never_ready")
@@ -464,46 +480,68 @@ class Engine:
         self.wake.set()
 
     async def run(self) -> None:
-        cfg = self.cfg
         next_t = 0.0
         while True:
             if not self.ready():
                 await asyncio.sleep(max(0.0, self.ready_at - time.monotonic()))
                 continue
-            if self.waiting:
-                room = len(self.waiting) if cfg.max_running <= 0 else max(0, cfg.max_running - len(self.running))
-                if room:
-                    self.running.extend(self.waiting[:room])
-                    del self.waiting[:room]
+            self._admit()
             if not self.running:
                 self.wake.clear()
                 await self.wake.wait()
                 next_t = time.monotonic()
                 continue
-            n = 0
-            burst_end = time.monotonic() + 0.05
-            for _ in range(1 if cfg.rate > 0 else cfg.burst_steps):
-                n += self.step()
-                if not self.running or time.monotonic() > burst_end:
-                    break
-            for proto in self.dirty:
-                proto.flush()
-            self.dirty.clear()
+            n = self._burst()
             now = time.monotonic()
-            self.recent.append((now, self.generation_tokens_total))
-            if len(self.recent) > 4096:
-                del self.recent[:2048]
-            if cfg.rate > 0:
-                next_t += n / cfg.rate
-                delay = next_t - now
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                else:
-                    if delay < -1.0:  # too far behind (stalled): restart the schedule
-                        next_t = now
-                    await asyncio.sleep(0)
-            else:
-                await asyncio.sleep(0)
+            self._record(now)
+            next_t = await self._pace(next_t, n, now)
+
+    def _admit(self) -> None:
+        """Move waiting requests into the running batch, as many as ``max_running`` leaves room for."""
+        if self.waiting:
+            cfg = self.cfg
+            room = len(self.waiting) if cfg.max_running <= 0 else max(0, cfg.max_running - len(self.running))
+            if room:
+                self.running.extend(self.waiting[:room])
+                del self.waiting[:room]
+
+    def _burst(self) -> int:
+        """One step when paced by a rate, else up to ``burst_steps`` (for 50 ms at most), then flush
+        what the steps wrote. Returns the tokens generated."""
+        cfg = self.cfg
+        n = 0
+        burst_end = time.monotonic() + 0.05
+        for _ in range(1 if cfg.rate > 0 else cfg.burst_steps):
+            n += self.step()
+            if not self.running or time.monotonic() > burst_end:
+                break
+        for proto in self.dirty:
+            proto.flush()
+        self.dirty.clear()
+        return n
+
+    def _record(self, now: float) -> None:
+        """Remember the token count at ``now`` for gen_throughput (a bounded list)."""
+        self.recent.append((now, self.generation_tokens_total))
+        if len(self.recent) > 4096:
+            del self.recent[:2048]
+
+    async def _pace(self, next_t: float, n: int, now: float) -> float:
+        """Sleep so that the engine makes ``rate`` tokens/s (without a rate: only yield). Returns the
+        time the next step is due."""
+        rate = self.cfg.rate
+        if rate <= 0:
+            await asyncio.sleep(0)
+            return next_t
+        next_t += n / rate
+        delay = next_t - now
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            if delay < -1.0:  # too far behind (stalled): restart the schedule
+                next_t = now
+            await asyncio.sleep(0)
+        return next_t
 
     def step(self) -> int:
         """One decode step: every running request gets one token. Returns the batch size."""
@@ -878,60 +916,70 @@ class Server:
         return ("\n".join(lines) + "\n").encode()
 
     def route(self, proto: HTTPProtocol, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
-        cfg = self.cfg
-        exempt = path.startswith("/health") or path in ("/ready", "/metrics")
-        if cfg.api_key and not exempt and headers.get("authorization", "") != f"Bearer {cfg.api_key}":
+        if not self._authorized(path, headers):
             proto._respond(401, {"error": "Unauthorized"})
             return
-        ready = self.engine.ready()
         if method == "GET":
-            if path in ("/health", "/health_generate") and cfg.health_fault:
-                self._health_fault(proto)
-            elif path in ("/health", "/health_generate", "/ready"):
-                if ready:
-                    proto._respond(200, b"", ctype="text/plain")
-                else:
-                    proto._respond(503, b"", ctype="text/plain")
-            elif path in ("/server_info", "/get_server_info"):
-                proto._respond(200, self.server_info())
-            elif path in ("/model_info", "/get_model_info"):
-                proto._respond(
-                    200,
-                    {
-                        "model_path": cfg.model_path,
-                        "tokenizer_path": cfg.flags.get("tokenizer_path", cfg.model_path),
-                        "is_generation": True,
-                        "preferred_sampling_params": None,
-                        "weight_version": "default",
-                    },
-                )
-            elif path == "/v1/models":
-                proto._respond(
-                    200,
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": cfg.served_model_name,
-                                "object": "model",
-                                "created": int(time.time()),
-                                "owned_by": "sglang",
-                                "root": cfg.model_path,
-                            }
-                        ],
-                    },
-                )
-            elif path == "/metrics" and cfg.enable_metrics:
-                proto._respond(200, self.metrics(), ctype="text/plain; version=0.0.4; charset=utf-8")
-            elif path in ("/generate", "/v1/completions"):
-                proto._respond(405, {"detail": "Method Not Allowed"})
-            else:
-                proto._respond(404, {"detail": "Not Found"})
+            self._get(proto, path)
             return
         if method == "POST" and path in ("/generate", "/v1/completions"):
             self._generate(proto, path, body)
             return
         proto._respond(404 if method in ("POST", "PUT", "DELETE") else 405, {"detail": "Not Found"})
+
+    def _authorized(self, path: str, headers: dict[str, str]) -> bool:
+        """Without ``--api-key`` everything is; with it, health, readiness and metrics are exempt."""
+        key = self.cfg.api_key
+        exempt = path.startswith("/health") or path in ("/ready", "/metrics")
+        return not key or exempt or headers.get("authorization", "") == f"Bearer {key}"
+
+    def _get(self, proto: HTTPProtocol, path: str) -> None:
+        """The GET endpoints; readiness answers 503 until the startup delay is over."""
+        cfg = self.cfg
+        ready = self.engine.ready()
+        if path in ("/health", "/health_generate") and cfg.health_fault:
+            self._health_fault(proto)
+        elif path in ("/health", "/health_generate", "/ready"):
+            proto._respond(200 if ready else 503, b"", ctype="text/plain")
+        elif path in ("/server_info", "/get_server_info"):
+            proto._respond(200, self.server_info())
+        elif path in ("/model_info", "/get_model_info"):
+            proto._respond(200, self.model_info())
+        elif path == "/v1/models":
+            proto._respond(200, self.models())
+        elif path == "/metrics" and cfg.enable_metrics:
+            proto._respond(200, self.metrics(), ctype="text/plain; version=0.0.4; charset=utf-8")
+        elif path in ("/generate", "/v1/completions"):
+            proto._respond(405, {"detail": "Method Not Allowed"})
+        else:
+            proto._respond(404, {"detail": "Not Found"})
+
+    def model_info(self) -> dict[str, object]:
+        """GET /model_info: what SGLang says of the loaded model."""
+        cfg = self.cfg
+        return {
+            "model_path": cfg.model_path,
+            "tokenizer_path": cfg.flags.get("tokenizer_path", cfg.model_path),
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+        }
+
+    def models(self) -> dict[str, object]:
+        """GET /v1/models: the one served model."""
+        cfg = self.cfg
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": cfg.served_model_name,
+                    "object": "model",
+                    "created": int(time.time()),
+                    "owned_by": "sglang",
+                    "root": cfg.model_path,
+                }
+            ],
+        }
 
     def _health_fault(self, proto: HTTPProtocol) -> None:
         fault = self.cfg.health_fault

@@ -46,6 +46,7 @@ README = """# demo
 |---|---|---|
 | `demo_port` | `8000` | port |
 | `demo_hosts` | `[a]` | hosts |
+| `demo_facts_source` | `other_facts` | facts |
 
 `demo_facts_source` defaults to `other_facts`; the role publishes `demo_facts`.
 """
@@ -97,8 +98,24 @@ def test_agreeing_role_passes(tmp_path: Path) -> None:
             "the row of `demo_port` shows default `8080`",
         ),
         (
-            {"readme": README.replace("`demo_facts_source` defaults", "It defaults")},
+            {
+                "readme": README.replace("| `demo_facts_source` | `other_facts` | facts |\n", "").replace(
+                    "`demo_facts_source` defaults", "It defaults"
+                )
+            },
             "does not mention `demo_facts_source`",
+        ),
+        (
+            {"readme": README.replace("| `demo_hosts` | `[a]` | hosts |\n", "") + "`demo_hosts` lists hosts.\n"},
+            "roles/demo/README.md: the variable table has no row for `demo_hosts` (an option of entry point main",
+        ),
+        (
+            {
+                "readme": README.replace(
+                    "| `demo_port` | `8000` | port |", "| `demo_port` | `8000` | port |\n| `demo_old` | `1` | x |"
+                )
+            },
+            "the variable table has a row for `demo_old`, which is not an option in roles/demo/meta/argument_specs.yml",
         ),
         ({"readme": README + "Set `demo_prot`.\n"}, "names `demo_prot`, which is no option"),
     ],
@@ -106,6 +123,25 @@ def test_agreeing_role_passes(tmp_path: Path) -> None:
 def test_each_drift_is_named(tmp_path: Path, kwargs: dict[str, str], message: str) -> None:
     found = errors(make_role(tmp_path, **kwargs))
     assert any(message in e for e in found), found
+
+
+def test_a_row_may_name_options_by_suffix(tmp_path: Path) -> None:
+    """`demo_port` / `_hosts` is the row of both (as `throughput_gate_tolerance` / `_alpha`)."""
+    readme = README.replace("| `demo_hosts` | `[a]` | hosts |\n", "").replace(
+        "| `demo_port` | `8000` | port |", "| `demo_port` / `_hosts` | `8000` / `[a]` | port / hosts |"
+    )
+    assert errors(make_role(tmp_path, readme=readme)) == []
+
+
+def test_prose_only_readme_needs_no_table(tmp_path: Path) -> None:
+    """Without a variable table the README only has to mention every option."""
+    readme = "# demo\n\n`demo_port`, `demo_hosts` and `demo_facts_source` (default `other_facts`).\n"
+    assert errors(make_role(tmp_path, readme=readme)) == []
+
+
+def test_repository_roles_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    """`make role-docs` on the roles as they are."""
+    assert role_docs.main(["check"]) == 0, capsys.readouterr().err
 
 
 def test_generated_section_round_trip(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ ansible-doc show). So both must say the same, and so must the README. The rules 
 - the README names every public option; every `<role>_...` name it shows in backticks exists (an
   option, a default, or a fact/register the role's tasks set); a table row `| `var` | default | ...`
   shows the spec's default;
+- a README with a hand-written variable table (a table whose header starts `| variable |`; there
+  may be several, e.g. one per entry point) has a row for every option of every entry point, and no
+  row naming a variable that is no option (a row may name several: `a` / `_b`, `a`, `b`);
 - a README section between the role_docs markers is exactly what `write` generates from the spec.
 """
 
@@ -94,6 +97,18 @@ class Role:
     module: ModuleSpec | None = None
 
     @property
+    def spec_file(self) -> str:
+        return f"roles/{self.name}/meta/argument_specs.yml"
+
+    @property
+    def defaults_file(self) -> str:
+        return f"roles/{self.name}/defaults/main.yml"
+
+    @property
+    def readme_file(self) -> str:
+        return f"roles/{self.name}/README.md"
+
+    @property
     def options(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """option name -> [(entry point, option spec)] over all entry points."""
         found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -165,43 +180,60 @@ def text_of(description: Any) -> str:
 
 def check_specs(role: Role) -> list[str]:
     errors = []
-    spec_file = f"roles/{role.name}/meta/argument_specs.yml"
-    defaults_file = f"roles/{role.name}/defaults/main.yml"
-    options = role.options
     for name, value in role.defaults.items():
-        if name.startswith("__"):
-            continue
-        if name not in options:
-            errors.append(f"{defaults_file}: {name} is not an option of any entry point in {spec_file}")
-            continue
-        for entry, opt in options[name]:
-            where = f"{spec_file}: {entry}.{name}"
-            spec_type = opt.get("type", "str")
-            if "default" not in opt:
-                if not is_template(value) and value is not None and not opt.get("required"):
-                    errors.append(f"{where} has no default, but {defaults_file} sets {json.dumps(value)}")
-            elif not same_value(spec_type, opt["default"], value):
-                errors.append(
-                    f"{where} says default {json.dumps(opt['default'])}, {defaults_file} sets {json.dumps(value)}"
-                )
-            if value is not None and not is_template(value) and spec_type in TYPES:
-                ok = isinstance(value, TYPES[spec_type]) and not (
-                    spec_type in ("int", "float") and isinstance(value, bool)
-                )
-                if not ok:
-                    errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
-    for name, entries in options.items():
-        for entry, opt in entries:
-            if "default" in opt and name not in role.defaults and not (role.module and role.module.option(name)):
-                errors.append(
-                    f"{spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but {defaults_file} "
-                    "does not set it (Ansible takes defaults from defaults/main.yml only)"
-                )
-        first_entry, first = entries[0]
-        for entry, opt in entries[1:]:
-            for key in ("type", "default", "choices", "elements"):
-                if opt.get(key) != first.get(key):
-                    errors.append(f"{spec_file}: {name}: {key} differs between entry points {first_entry} and {entry}")
+        if not name.startswith("__"):
+            errors += check_default(role, name, value)
+    for name, entries in role.options.items():
+        errors += check_option(role, name, entries)
+    return errors
+
+
+def check_default(role: Role, name: str, value: Any) -> list[str]:
+    """A public variable of defaults/main.yml against the option of each entry point declaring it."""
+    entries = role.options.get(name)
+    if not entries:
+        return [f"{role.defaults_file}: {name} is not an option of any entry point in {role.spec_file}"]
+    errors = []
+    for entry, opt in entries:
+        errors += default_errors(f"{role.spec_file}: {entry}.{name}", opt, value, role.defaults_file)
+    return errors
+
+
+def default_errors(where: str, opt: dict[str, Any], value: Any, defaults_file: str) -> list[str]:
+    """One option's spec `default` and type against the value defaults/main.yml sets."""
+    errors = []
+    spec_type = opt.get("type", "str")
+    if "default" not in opt:
+        if not is_template(value) and value is not None and not opt.get("required"):
+            errors.append(f"{where} has no default, but {defaults_file} sets {json.dumps(value)}")
+    elif not same_value(spec_type, opt["default"], value):
+        errors.append(f"{where} says default {json.dumps(opt['default'])}, {defaults_file} sets {json.dumps(value)}")
+    if not of_type(spec_type, value):
+        errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
+    return errors
+
+
+def of_type(spec_type: str, value: Any) -> bool:
+    """Whether a defaults/main.yml value is of the spec's type (null, a template or an unknown type pass)."""
+    if value is None or is_template(value) or spec_type not in TYPES:
+        return True
+    return isinstance(value, TYPES[spec_type]) and not (spec_type in ("int", "float") and isinstance(value, bool))
+
+
+def check_option(role: Role, name: str, entries: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """An option's spec default is set in defaults/main.yml, and every entry point declares it alike."""
+    errors = []
+    for entry, opt in entries:
+        if "default" in opt and name not in role.defaults and not (role.module and role.module.option(name)):
+            errors.append(
+                f"{role.spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but "
+                f"{role.defaults_file} does not set it (Ansible takes defaults from defaults/main.yml only)"
+            )
+    first_entry, first = entries[0]
+    for entry, opt in entries[1:]:
+        for key in ("type", "default", "choices", "elements"):
+            if opt.get(key) != first.get(key):
+                errors.append(f"{role.spec_file}: {name}: {key} differs between entry points {first_entry} and {entry}")
     return errors
 
 
@@ -314,63 +346,124 @@ TICKED = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 def check_readme(role: Role) -> list[str]:
-    readme_file = f"roles/{role.name}/README.md"
     if not role.readme:
-        return [f"{readme_file} is missing"]
-    errors = []
-    options = role.options
+        return [f"{role.readme_file} is missing"]
+    errors, hand = check_generated(role)
+    errors += check_mentions(role, hand)
+    errors += check_table(role, hand)
+    errors += check_row_defaults(role, hand)
+    return errors
+
+
+def check_generated(role: Role) -> tuple[list[str], str]:
+    """The section between the markers (if any) against `generate`; returns the errors and the README
+    without that section (the hand-written part)."""
     marked = section(role.readme)
-    if marked is not None:
-        start, end = marked
-        if end < 0:
-            errors.append(f"{readme_file}: '{BEGIN}' without '{END}'")
-        elif role.readme[start:end] != generate(role):
-            errors.append(
-                f"{readme_file}: the variable table differs from meta/argument_specs.yml: "
-                f"run 'python tools/role_docs/role_docs.py write {role.name}'"
-            )
-        hand = role.readme[:start] + (role.readme[end:] if end >= 0 else "")
-    else:
-        hand = role.readme
-    mentioned = set(TICKED.findall(role.readme)) | abbreviated(role.readme, set(options))
-    public = set(options) | {n for n in role.defaults if not n.startswith("__")}
-    for name in sorted(public - mentioned):
-        errors.append(f"{readme_file} does not mention `{name}` (an option in meta/argument_specs.yml)")
+    if marked is None:
+        return [], role.readme
+    start, end = marked
+    if end < 0:
+        return [f"{role.readme_file}: '{BEGIN}' without '{END}'"], role.readme[:start]
+    hand = role.readme[:start] + role.readme[end:]
+    if role.readme[start:end] != generate(role):
+        error = (
+            f"{role.readme_file}: the variable table differs from meta/argument_specs.yml: "
+            f"run 'python tools/role_docs/role_docs.py write {role.name}'"
+        )
+        return [error], hand
+    return [], hand
+
+
+def check_mentions(role: Role, hand: str) -> list[str]:
+    """Every public option is named somewhere; every `<role>_...` name of the hand-written part exists."""
+    options = set(role.options)
+    mentioned = set(TICKED.findall(role.readme)) | abbreviated(role.readme, options)
+    public = options | {n for n in role.defaults if not n.startswith("__")}
+    errors = [
+        f"{role.readme_file} does not mention `{name}` (an option in meta/argument_specs.yml)"
+        for name in sorted(public - mentioned)
+    ]
     known = public | role.task_names | {role.name} | collection_names()
     prefix = role.name + "_"
     # names of another role whose name extends this one (sglang -> sglang_server_*) are that role's
     others = tuple(f"{r}_" for r in collection_names() if r.startswith(prefix))
     shown = {n for n in TICKED.findall(hand) if n.startswith(prefix) and not n.startswith(others)}
-    for name in sorted(shown - known):
-        errors.append(f"{readme_file} names `{name}`, which is no option, default or fact of the role")
+    errors += [
+        f"{role.readme_file} names `{name}`, which is no option, default or fact of the role"
+        for name in sorted(shown - known)
+    ]
+    return errors
+
+
+def check_table(role: Role, hand: str) -> list[str]:
+    """A hand-written variable table has a row for every option of every entry point, and no row for
+    a variable that is no option. A README without such a table is not checked here."""
+    cells = variable_table_cells(hand)
+    if not cells:
+        return []
+    options = role.options
+    rows: set[str] = set()
+    errors = []
+    for cell in cells:
+        names = cell_names(cell, set(options))
+        rows |= names
+        errors += [
+            f"{role.readme_file}: the variable table has a row for `{name}`, which is not an option in {role.spec_file}"
+            for name in sorted(names - set(options))
+        ]
+    for name in sorted(set(options) - rows):
+        entries = [pair[0] for pair in options[name]]
+        points = f"entry point{'s' if len(entries) > 1 else ''} {', '.join(entries)}"
+        errors.append(
+            f"{role.readme_file}: the variable table has no row for `{name}` (an option of {points} in "
+            f"{role.spec_file}); add one"
+        )
+    return errors
+
+
+def check_row_defaults(role: Role, hand: str) -> list[str]:
+    """A hand-written table row `| `var` | default | ...` shows the spec's default."""
+    errors = []
+    options = role.options
     for name, shown in TABLE_ROW.findall(hand):
         if name not in options:
             continue
         opt = options[name][0][1]
-        if "default" not in opt:
-            continue
-        if not default_shown(opt, shown):
+        if "default" in opt and not default_shown(opt, shown):
             errors.append(
-                f"{readme_file}: the row of `{name}` shows default {shown}, "
+                f"{role.readme_file}: the row of `{name}` shows default {shown}, "
                 f"meta/argument_specs.yml says {json.dumps(opt['default'])}"
             )
     return errors
 
 
 ROW = re.compile(r"^\|([^|\n]*)\|", re.MULTILINE)
+# a variable table: its header's first cell is "variable"; its rows run to the first line not starting with |
+VARIABLE_TABLE = re.compile(r"^\|\s*variable\s*\|[^\n]*\n\|[-:| ]+\|[ \t]*\n((?:\|[^\n]*(?:\n|$))*)", re.MULTILINE)
+
+
+def variable_table_cells(text: str) -> list[str]:
+    """First cells of the rows of every variable table in text."""
+    return [cell for table in VARIABLE_TABLE.findall(text) for cell in ROW.findall(table)]
+
+
+def cell_names(cell: str, options: set[str]) -> set[str]:
+    """Variables a table cell names: full names in backticks, and options it names by suffix after a
+    full name (`throughput_gate_tolerance` / `_alpha`)."""
+    names = re.findall(r"`(_?[a-z][a-z0-9_]*)`", cell)
+    full = [n for n in names if not n.startswith("_")]
+    if not full:
+        return set()
+    cuts = [i for i, ch in enumerate(full[0]) if ch == "_"]
+    short = {full[0][:i] + n for n in names if n.startswith("_") for i in cuts}
+    return set(full) | (short & options)
 
 
 def abbreviated(readme: str, options: set[str]) -> set[str]:
     """Options a table row names by suffix after a full name: `throughput_gate_tolerance` / `_alpha`."""
-    found = set()
+    found: set[str] = set()
     for cell in ROW.findall(readme):
-        names = re.findall(r"`(_?[a-z][a-z0-9_]*)`", cell)
-        full = next((n for n in names if not n.startswith("_")), None)
-        if not full:
-            continue
-        for short in (n for n in names if n.startswith("_")):
-            cuts = [i for i, ch in enumerate(full) if ch == "_"]
-            found |= {full[:i] + short for i in cuts if full[:i] + short in options}
+        found |= cell_names(cell, options) & options
     return found
 
 
