@@ -172,7 +172,11 @@ MODULE_SPEC = (
         description: Left to the module, which has no default.
 """
 )
-MODULE_README = README + "`demo_timeout` and `demo_retries` go to the module.\n"
+MODULE_README = README.replace(
+    "| `demo_facts_source` | `other_facts` | facts |\n",
+    "| `demo_facts_source` | `other_facts` | facts |\n| `demo_timeout` | `30` | the module's |\n"
+    "| `demo_retries` | | the module's |\n",
+)
 
 
 def module_errors(role: Path) -> list[str]:
