@@ -4,12 +4,14 @@
     python tools/role_docs/role_docs.py write [ROLE ...]   # rewrite the marked README sections
 
 Ansible never applies the `default` of a role's meta/argument_specs.yml: the value comes from
-defaults/main.yml, and the spec's default is documentation only (it is what antsibull-docs and
-ansible-doc show). So both must say the same, and so must the README. The rules (README.md here):
+defaults/main.yml (the role's own, and those of its meta dependencies, which Ansible merges under
+it), and the spec's default is documentation only (it is what antsibull-docs and ansible-doc show).
+So both must say the same, and so must the README. The rules (README.md here):
 
 - every public variable of defaults/main.yml is an option of an entry point, and every option with a
-  `default` is set in defaults/main.yml, to that value, of the spec's type; a Jinja default
-  (`{{ ... }}`) is either given verbatim or left out of the spec (its description says it);
+  `default` is set in defaults/main.yml or in a meta dependency's (a role of this collection, e.g.
+  sglang_common for sglang_root), to that value, of the spec's type; a Jinja default (`{{ ... }}`)
+  is either given verbatim or left out of the spec (its description says it);
 - an option declared by several entry points has the same default, type and description in each;
 - the README names every public option; every `<role>_...` name it shows in backticks exists (an
   option, a default, or a fact/register the role's tasks set); a table row `| `var` | default | ...`
@@ -52,6 +54,8 @@ class Role:
     specs: dict[str, dict[str, Any]]
     readme: str
     task_names: set[str] = field(default_factory=set)
+    # defaults of the role's meta dependencies (this collection's roles), merged under its own
+    inherited: dict[str, Any] = field(default_factory=dict)
 
     @property
     def options(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -74,7 +78,23 @@ def load_role(path: Path) -> Role:
     readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
     role = Role(path.name, path, defaults, specs, readme)
     role.task_names = names_set_by_tasks(path)
+    role.inherited = dependency_defaults(path)
     return role
+
+
+def dependency_defaults(path: Path, seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Defaults a role gets from its meta dependencies (roles of this collection, next to it), deepest first."""
+    meta = path / "meta" / "main.yml"
+    data = yaml.safe_load(meta.read_text(encoding="utf-8")) if meta.is_file() else None
+    merged: dict[str, Any] = {}
+    for dep in (data or {}).get("dependencies") or []:
+        name = str(dep.get("role", dep.get("name", "")) if isinstance(dep, dict) else dep).split(".")[-1]
+        dep_path = path.parent / name
+        if name in seen or not (dep_path / "defaults" / "main.yml").is_file():
+            continue
+        merged.update(dependency_defaults(dep_path, seen | {path.name}))
+        merged.update(yaml.safe_load((dep_path / "defaults" / "main.yml").read_text(encoding="utf-8")) or {})
+    return merged
 
 
 def names_set_by_tasks(path: Path) -> set[str]:
@@ -127,34 +147,38 @@ def check_specs(role: Role) -> list[str]:
     spec_file = f"roles/{role.name}/meta/argument_specs.yml"
     defaults_file = f"roles/{role.name}/defaults/main.yml"
     options = role.options
-    for name, value in role.defaults.items():
+    effective = {**role.inherited, **role.defaults}
+    for name, value in effective.items():
         if name.startswith("__"):
             continue
         if name not in options:
-            errors.append(f"{defaults_file}: {name} is not an option of any entry point in {spec_file}")
+            if name in role.defaults:  # a dependency's variable is that role's option
+                errors.append(f"{defaults_file}: {name} is not an option of any entry point in {spec_file}")
             continue
+        source = defaults_file if name in role.defaults else "a meta dependency's defaults/main.yml"
         for entry, opt in options[name]:
             where = f"{spec_file}: {entry}.{name}"
             spec_type = opt.get("type", "str")
             if "default" not in opt:
                 if not is_template(value) and value is not None and not opt.get("required"):
-                    errors.append(f"{where} has no default, but {defaults_file} sets {json.dumps(value)}")
+                    errors.append(f"{where} has no default, but {source} sets {json.dumps(value)}")
             elif not same_value(spec_type, opt["default"], value):
                 errors.append(
-                    f"{where} says default {json.dumps(opt['default'])}, {defaults_file} sets {json.dumps(value)}"
+                    f"{where} says default {json.dumps(opt['default'])}, {source} sets {json.dumps(value)}"
                 )
             if value is not None and not is_template(value) and spec_type in TYPES:
                 ok = isinstance(value, TYPES[spec_type]) and not (
                     spec_type in ("int", "float") and isinstance(value, bool)
                 )
                 if not ok:
-                    errors.append(f"{where} is type {spec_type}, {defaults_file} sets {json.dumps(value)}")
+                    errors.append(f"{where} is type {spec_type}, {source} sets {json.dumps(value)}")
     for name, entries in options.items():
         for entry, opt in entries:
-            if "default" in opt and name not in role.defaults:
+            if "default" in opt and name not in effective:
                 errors.append(
-                    f"{spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but {defaults_file} "
-                    "does not set it (Ansible takes defaults from defaults/main.yml only)"
+                    f"{spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but "
+                    f"roles/{role.name}/defaults/main.yml does not set it, nor does a meta dependency "
+                    "(Ansible takes defaults from those files only)"
                 )
         first_entry, first = entries[0]
         for entry, opt in entries[1:]:
