@@ -163,9 +163,7 @@ def check_specs(role: Role) -> list[str]:
                 if not is_template(value) and value is not None and not opt.get("required"):
                     errors.append(f"{where} has no default, but {source} sets {json.dumps(value)}")
             elif not same_value(spec_type, opt["default"], value):
-                errors.append(
-                    f"{where} says default {json.dumps(opt['default'])}, {source} sets {json.dumps(value)}"
-                )
+                errors.append(f"{where} says default {json.dumps(opt['default'])}, {source} sets {json.dumps(value)}")
             if value is not None and not is_template(value) and spec_type in TYPES:
                 ok = isinstance(value, TYPES[spec_type]) and not (
                     spec_type in ("int", "float") and isinstance(value, bool)
