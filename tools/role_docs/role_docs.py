@@ -88,7 +88,7 @@ def dependency_defaults(path: Path, seen: frozenset[str] = frozenset()) -> dict[
     data = yaml.safe_load(meta.read_text(encoding="utf-8")) if meta.is_file() else None
     merged: dict[str, Any] = {}
     for dep in (data or {}).get("dependencies") or []:
-        name = str(dep.get("role", dep.get("name", "")) if isinstance(dep, dict) else dep).split(".")[-1]
+        name = str(dep.get("role", dep.get("name", "")) if isinstance(dep, dict) else dep).rsplit(".", maxsplit=1)[-1]
         dep_path = path.parent / name
         if name in seen or not (dep_path / "defaults" / "main.yml").is_file():
             continue
