@@ -2,6 +2,8 @@
 
 Driven with ansible-runner: the `patch` entry point on an unpacked wheel, and the whole role
 installing from a local wheelhouse into a temporary sglang_root. Files are compared by sha256.
+The role's bad-input cases go through molecule/common/bad_input.yml, the harness every role's
+invalid input goes through, with localhost as its target.
 """
 
 from __future__ import annotations
@@ -363,19 +365,71 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert new["previous_release_dir"] == str(release)
 
 
+# ---- bad input: the shared harness (molecule/common/bad_input.yml), on this machine ----------
+
+BAD_INPUT_PLAY = f"""
+- name: Bad input fails before any change, naming the bad value
+  ansible.builtin.import_playbook: {REPO / "molecule" / "common" / "bad_input.yml"}
+"""
+
+
+def refused(tmp_path: Path, cases: list[dict]) -> Run:
+    """Run the role with each case's variables through the harness every role's bad input goes through.
+
+    Each case is {name, vars, expect[, host]}: the role, on its own inventory alias of localhost with the
+    case's variables, must fail with every text of `expect` in its error, and nothing may be added,
+    removed or changed under the node's directory (tmp_path/node: sglang_root, the uv cache; the
+    runner's own files stay outside it).
+    """
+    run = play(
+        tmp_path,
+        BAD_INPUT_PLAY,
+        {
+            "bad_input_target": "localhost",
+            "bad_input_role": "gpufleet.sglang.sglang",
+            "bad_input_gather_facts": False,
+            "bad_input_watch": [str(tmp_path / "node")],
+            "bad_input_cases": cases,
+        },
+    )
+    # rc 0: every case failed with its texts and the watched files are as they were (the harness
+    # fails otherwise); each case's host rescued its failure once
+    assert run.rc == 0, run.output
+    assert run.output.count("rescued=1 ") == len(cases), run.output
+    return run
+
+
+def node_role_vars(tmp_path: Path, **more) -> dict:
+    """role_vars for SGLang 0.5.23 under tmp_path/node, the directory the bad-input cases watch."""
+    node = tmp_path / "node"
+    node.mkdir(exist_ok=True)
+    return role_vars(node, "0.5.23", **more)
+
+
 def test_role_refuses_too_old_python(tmp_path):
-    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_python_min_version="9.0"))
-    assert run.rc != 0
-    assert f"{sys.executable} on localhost is Python" in run.output
-    assert "needs Python >= 9.0" in run.output
-    assert not (tmp_path / "opt-sglang").exists()
+    host = "old-python"
+    cases = [
+        {
+            "name": "interpreter older than sglang_python_min_version",
+            "host": host,
+            "vars": node_role_vars(tmp_path, sglang_python_min_version="9.0"),
+            "expect": [f"{sys.executable} on {host} is Python", "needs Python >= 9.0"],
+        }
+    ]
+    refused(tmp_path, cases)
+    assert not (tmp_path / "node" / "opt-sglang").exists()
 
 
 def test_role_rejects_bad_input(tmp_path):
-    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_source="svn"))
-    assert run.rc != 0
-    assert "sglang_source" in run.output
-    assert "svn" in run.output
+    cases = [
+        {
+            "name": "unknown sglang_source",
+            "vars": node_role_vars(tmp_path, sglang_source="svn"),
+            "expect": ["sglang_source", "svn"],
+        }
+    ]
+    refused(tmp_path, cases)
+    assert not (tmp_path / "node" / "opt-sglang").exists()
 
 
 @pytest.mark.parametrize(
@@ -390,23 +444,27 @@ def test_role_rejects_bad_input(tmp_path):
     ids=["unknown-installer", "symlink-link-mode", "relative-cache", "dotdot-cache", "unpinned-uv"],
 )
 def test_role_rejects_bad_installer_input(tmp_path, more, expected):
-    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", **more))
-    assert run.rc != 0
-    for text in expected:
-        assert text in run.output, run.output
-    assert not (tmp_path / "opt-sglang").exists()
+    cases = [{"name": f"installer input {more}", "vars": node_role_vars(tmp_path, **more), "expect": expected}]
+    refused(tmp_path, cases)
+    assert not (tmp_path / "node" / "opt-sglang").exists()
 
 
 def test_role_refuses_a_missing_shared_cache_and_creates_nothing(tmp_path):
     """A cache path that is not there (the bind mount is missing) would give a private, unshared
     cache on the container's disk: the role stops before it creates anything."""
-    missing = tmp_path / "not-mounted"
-    run = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.23", sglang_uv_cache_dir=str(missing)))
-    assert run.rc != 0
-    assert f"sglang_uv_cache_dir={missing} on localhost does not exist" in run.output, run.output
-    assert "proxmox_lxc_gpu_wheel_cache" in run.output
+    host = "unmounted-cache"
+    missing = tmp_path / "node" / "not-mounted"
+    cases = [
+        {
+            "name": "sglang_uv_cache_dir does not exist",
+            "host": host,
+            "vars": node_role_vars(tmp_path, sglang_uv_cache_dir=str(missing)),
+            "expect": [f"sglang_uv_cache_dir={missing} on {host} does not exist", "proxmox_lxc_gpu_wheel_cache"],
+        }
+    ]
+    refused(tmp_path, cases)
     assert not missing.exists()
-    assert not (tmp_path / "opt-sglang").exists()
+    assert not (tmp_path / "node" / "opt-sglang").exists()
 
 
 # ---- uv, the host-shared wheel cache and the pip fallback, through a real index -----------

@@ -246,3 +246,30 @@ def test_throughput_gate_role_states_the_modules_defaults(tmp_path: Path) -> Non
     )
     found = role_docs.check_module_defaults(role_docs.load_role(copy))
     assert any("throughput_gate_trials restates the module's default 5" in e for e in found), found
+
+
+def with_dependency(tmp_path: Path, shared: str) -> Path:
+    """demo, with an option shared_root whose default comes from its meta dependency `common`."""
+    common = tmp_path / "common"
+    (common / "defaults").mkdir(parents=True)
+    (common / "defaults" / "main.yml").write_text(f"---\nshared_root: {shared}\n")
+    spec = SPEC + "      shared_root:\n        type: path\n        default: /opt/shared\n        description: Root.\n"
+    role = make_role(
+        tmp_path,
+        spec=spec,
+        readme=README.replace(
+            "| `demo_facts_source` | `other_facts` | facts |\n",
+            "| `demo_facts_source` | `other_facts` | facts |\n| `shared_root` | `/opt/shared` | root |\n",
+        ),
+    )
+    (role / "meta" / "main.yml").write_text("---\ndependencies:\n  - role: gpufleet.sglang.common\n")
+    return role
+
+
+def test_default_from_a_meta_dependency_counts(tmp_path: Path) -> None:
+    assert errors(with_dependency(tmp_path, "/opt/shared")) == []
+
+
+def test_default_from_a_meta_dependency_must_agree(tmp_path: Path) -> None:
+    found = errors(with_dependency(tmp_path, "/srv/shared"))
+    assert any('main.shared_root says default "/opt/shared", a meta dependency' in e for e in found), found

@@ -157,6 +157,11 @@ def test_role_argument_spec_and_defaults_agree():
 
     role = Path(__file__).resolve().parents[2] / "roles" / "sglang_tune"
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    # sglang_root's default comes from the role's meta dependency sglang_common, merged under its own
+    meta = yaml.safe_load((role / "meta" / "main.yml").read_text(encoding="utf-8"))
+    assert {"role": "gpufleet.sglang.sglang_common"} in meta["dependencies"]
+    common = role.parent / "sglang_common" / "defaults" / "main.yml"
+    defaults = {**yaml.safe_load(common.read_text(encoding="utf-8")), **defaults}
     options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))["argument_specs"][
         "main"
     ]["options"]

@@ -4,12 +4,14 @@
     python tools/role_docs/role_docs.py write [ROLE ...]   # rewrite the marked README sections
 
 Ansible never applies the `default` of a role's meta/argument_specs.yml: the value comes from
-defaults/main.yml, and the spec's default is documentation only (it is what antsibull-docs and
-ansible-doc show). So both must say the same, and so must the README. The rules (README.md here):
+defaults/main.yml (the role's own, and those of its meta dependencies, which Ansible merges under
+it), and the spec's default is documentation only (it is what antsibull-docs and ansible-doc show).
+So both must say the same, and so must the README. The rules (README.md here):
 
 - every public variable of defaults/main.yml is an option of an entry point, and every option with a
-  `default` is set in defaults/main.yml, to that value, of the spec's type; a Jinja default
-  (`{{ ... }}`) is either given verbatim or left out of the spec (its description says it);
+  `default` is set in defaults/main.yml or in a meta dependency's (a role of this collection, e.g.
+  sglang_common for sglang_root), to that value, of the spec's type; a Jinja default (`{{ ... }}`)
+  is either given verbatim or left out of the spec (its description says it);
 - a role that hands its options to a module (MODULE_SPECS: `throughput_gate_<option>` ->
   `<option>` of the throughput_gate module) leaves the module's defaults to the module: an option
   it does not set in defaults/main.yml states the module's default in its spec (the same value, or
@@ -95,6 +97,8 @@ class Role:
     readme: str
     task_names: set[str] = field(default_factory=set)
     module: ModuleSpec | None = None
+    # defaults of the role's meta dependencies (this collection's roles), merged under its own
+    inherited: dict[str, Any] = field(default_factory=dict)
 
     @property
     def spec_file(self) -> str:
@@ -130,7 +134,23 @@ def load_role(path: Path) -> Role:
     role = Role(path.name, path, defaults, specs, readme)
     role.task_names = names_set_by_tasks(path)
     role.module = module_spec(path.name)
+    role.inherited = dependency_defaults(path)
     return role
+
+
+def dependency_defaults(path: Path, seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Defaults a role gets from its meta dependencies (roles of this collection, next to it), deepest first."""
+    meta = path / "meta" / "main.yml"
+    data = yaml.safe_load(meta.read_text(encoding="utf-8")) if meta.is_file() else None
+    merged: dict[str, Any] = {}
+    for dep in (data or {}).get("dependencies") or []:
+        name = str(dep.get("role", dep.get("name", "")) if isinstance(dep, dict) else dep).rsplit(".", maxsplit=1)[-1]
+        dep_path = path.parent / name
+        if name in seen or not (dep_path / "defaults" / "main.yml").is_file():
+            continue
+        merged.update(dependency_defaults(dep_path, seen | {path.name}))
+        merged.update(yaml.safe_load((dep_path / "defaults" / "main.yml").read_text(encoding="utf-8")) or {})
+    return merged
 
 
 def names_set_by_tasks(path: Path) -> set[str]:
@@ -180,7 +200,7 @@ def text_of(description: Any) -> str:
 
 def check_specs(role: Role) -> list[str]:
     errors = []
-    for name, value in role.defaults.items():
+    for name, value in {**role.inherited, **role.defaults}.items():
         if not name.startswith("__"):
             errors += check_default(role, name, value)
     for name, entries in role.options.items():
@@ -192,10 +212,13 @@ def check_default(role: Role, name: str, value: Any) -> list[str]:
     """A public variable of defaults/main.yml against the option of each entry point declaring it."""
     entries = role.options.get(name)
     if not entries:
+        if name not in role.defaults:  # a dependency's variable is that role's option
+            return []
         return [f"{role.defaults_file}: {name} is not an option of any entry point in {role.spec_file}"]
+    source = role.defaults_file if name in role.defaults else "a meta dependency's defaults/main.yml"
     errors = []
     for entry, opt in entries:
-        errors += default_errors(f"{role.spec_file}: {entry}.{name}", opt, value, role.defaults_file)
+        errors += default_errors(f"{role.spec_file}: {entry}.{name}", opt, value, source)
     return errors
 
 
@@ -224,10 +247,12 @@ def check_option(role: Role, name: str, entries: list[tuple[str, dict[str, Any]]
     """An option's spec default is set in defaults/main.yml, and every entry point declares it alike."""
     errors = []
     for entry, opt in entries:
-        if "default" in opt and name not in role.defaults and not (role.module and role.module.option(name)):
+        set_by_role = name in role.defaults or name in role.inherited
+        if "default" in opt and not set_by_role and not (role.module and role.module.option(name)):
             errors.append(
                 f"{role.spec_file}: {entry}.{name} says default {json.dumps(opt['default'])} but "
-                f"{role.defaults_file} does not set it (Ansible takes defaults from defaults/main.yml only)"
+                f"{role.defaults_file} does not set it, nor does a meta dependency "
+                "(Ansible takes defaults from those files only)"
             )
     first_entry, first = entries[0]
     for entry, opt in entries[1:]:
