@@ -18,7 +18,7 @@ export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
 # real SGLang wheels the tests install (without dependencies) and patch
 SGLANG_WHEELS ?= 0.5.8 0.5.12.post1 0.5.13 0.5.14 0.5.23
 
-# molecule scenarios run by `make molecule` (shared config: .config/molecule/config.yml)
+# molecule scenarios run by `make molecule` (shared config: extensions/molecule/config.yml)
 SCENARIOS ?= fleet sglang_gateway sglang_server proxmox_lxc_gpu nvidia_driver nvidia_driver_runfile cuda_toolkit
 # scenarios run at once by `make molecule` (each in its own containers)
 MOLECULE_JOBS ?= 1

@@ -43,7 +43,7 @@ up() {
   log "stand-in CUDA apt repository"
   python3 "$repo/tests/standins/nvidia_apt/build_repo.py" "$repo/.cache/standin-apt" >/dev/null
   log "LXC guest rootfs"
-  bash "$repo/molecule/proxmox_lxc_gpu/files/guest-rootfs.sh" "$repo" >/dev/null
+  bash "$repo/extensions/molecule/proxmox_lxc_gpu/files/guest-rootfs.sh" "$repo" >/dev/null
   if ! ls "$cache/wheels/sglang-$lab_sglang_version-"*.whl >/dev/null 2>&1; then
     log "downloading the sglang==$lab_sglang_version wheel (no dependencies)"
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "sglang==$lab_sglang_version"

@@ -2,7 +2,7 @@
 # Build the venv in which SGLang 0.5.23's own argument parser can be imported on a CPU-only
 # machine: `from sglang.srt.server_args import ServerArgs` works, no GPU, no CUDA.
 #
-# Used by molecule/sglang_server (the role checks its argv with this parser inside the test
+# Used by extensions/molecule/sglang_server (the role checks its argv with this parser inside the test
 # container) and by tests/unit/test_sglang_args_table.py (dumps the real parser's flags).
 #
 #   bash tests/harness/sglang-parser-venv.sh     # progress on stderr, the venv's path on stdout

@@ -89,7 +89,7 @@ class Lab:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     lab = Lab(tmp_path_factory.mktemp("pct"))
     must("bash", HARNESS / "build-image.sh", "debian12")
-    must("bash", REPO / "molecule" / "proxmox_lxc_gpu" / "files" / "guest-rootfs.sh", REPO)
+    must("bash", REPO / "extensions" / "molecule" / "proxmox_lxc_gpu" / "files" / "guest-rootfs.sh", REPO)
     try:
         must(
             "bash", HARNESS / "pve-standin.sh", "up", NAME, str(PORT), lab.state, lab.known_hosts,

@@ -2,7 +2,7 @@
 
 Driven with ansible-runner: the `patch` entry point on an unpacked wheel, and the whole role
 installing from a local wheelhouse into a temporary sglang_root. Files are compared by sha256.
-The role's bad-input cases go through molecule/common/bad_input.yml, the harness every role's
+The role's bad-input cases go through extensions/molecule/common/bad_input.yml, the harness every role's
 invalid input goes through, with localhost as its target.
 """
 
@@ -365,7 +365,7 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert new["previous_release_dir"] == str(release)
 
 
-# ---- bad input: the shared harness (molecule/common/bad_input.yml), on this machine ----------
+# ---- bad input: the shared harness (extensions/molecule/common/bad_input.yml), on this machine ----------
 
 BAD_INPUT_PLAY = f"""
 - name: Bad input fails before any change, naming the bad value

@@ -25,11 +25,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
-# What ships and runs on a user's fleet; everything else (molecule/, tests/, the simulated lab's
+# What ships and runs on a user's fleet; everything else (extensions/molecule/, tests/, the simulated lab's
 # inventory) only serves the tests.
 PRODUCT_DIRS = ("roles/", "plugins/", "playbooks/", "inventories/lab/")
 PRODUCT_FILES = ("site.yml",)
-TEST_DIRS = ("molecule/", "tests/", "inventories/local/")
+TEST_DIRS = ("extensions/molecule/", "tests/", "inventories/local/")
 # test tools that must never reach a user's controller or the execution environment
 DEV_TOOLS = {"molecule", "molecule-plugins", "ansible-lint", "pytest", "pytest-testinfra", "ruff", "yamllint", "scipy"}
 BUILTIN = {"ansible.builtin", "gpufleet.sglang"}
@@ -146,7 +146,7 @@ def test_declared_floors_cover_every_plugin_used(files: list[str], known: set[st
 
 def test_test_only_collections_come_with_the_toolchain(files: list[str], known: set[str]) -> None:
     tests_only = collections_used([f for f in files if f.startswith(TEST_DIRS)], known) - BUILTIN
-    assert tests_only, "the scan found no collection in molecule/, tests/ and inventories/local/"
+    assert tests_only, "the scan found no collection in extensions/molecule/, tests/ and inventories/local/"
     missing = tests_only - installed_collections()
     assert not missing, f"tests use {sorted(missing)}, which the `ansible` package of requirements.txt lacks"
 

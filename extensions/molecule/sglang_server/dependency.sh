@@ -5,7 +5,7 @@
 # .parser-venv beside this file; molecule.yml mounts that link read-only at /srv/sglang-parser-venv.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 if [[ -n ${GPUFLEET_SGLANG_PARSER_VENV:-} ]]; then
   venv=$GPUFLEET_SGLANG_PARSER_VENV
   echo "sglang_server dependency: using GPUFLEET_SGLANG_PARSER_VENV=$venv" >&2

@@ -12,7 +12,7 @@ for v in 0.5.8 0.5.23; do
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache" "sglang==$v"; }
 done
 # the uv wheel role sglang installs itself (its pin: sglang_uv_version in the role's defaults)
-uv_version=$(sed -n 's/^sglang_uv_version: "\(.*\)"$/\1/p' "$here/../../roles/sglang/defaults/main.yml")
+uv_version=$(sed -n 's/^sglang_uv_version: "\(.*\)"$/\1/p' "$here/../../../roles/sglang/defaults/main.yml")
 ls "$cache/uv-$uv_version-"*.whl >/dev/null 2>&1 || {
   echo "fleet dependency: downloading uv==$uv_version" >&2
   python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache" "uv==$uv_version"; }
