@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """STAND-IN for an SGLang HTTP server (``python -m sglang.launch_server``). Not SGLang.
@@ -511,7 +510,7 @@ class Engine:
         cfg = self.cfg
         n = 0
         burst_end = time.monotonic() + 0.05
-        for _ in range(1 if cfg.rate > 0 else cfg.burst_steps):
+        for _step in range(1 if cfg.rate > 0 else cfg.burst_steps):
             n += self.step()
             if not self.running or time.monotonic() > burst_end:
                 break
@@ -619,7 +618,7 @@ class HTTPProtocol(asyncio.Protocol):
         method, target, version = parts
         headers: dict[str, str] = {}
         for line in lines[1:]:
-            name, _, value = line.partition(":")
+            name, _sep, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         try:
             length = int(headers.get("content-length", "0"))
