@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
     Sampler,
     command,
     summarize,
-    summary_line,
+    telemetry_line,
     throttle_reasons,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms, secrets_of
@@ -561,7 +561,7 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
             tele["reason"] = "; ".join(problems) if problems else "no samples"
         tele["problems"] = out.get("telemetry_problems") or []
         result["telemetry"] = tele
-    tele_line = summary_line(result["telemetry"])  # type: ignore[arg-type]
+    tele_line = telemetry_line(result["telemetry"])  # type: ignore[arg-type]
     invalid_line = invalid_summary(records)
     if out.get("aborted"):
         result["reason"] = "invalid_trials"

@@ -139,7 +139,7 @@ def summarize(samples: list[tuple[float, dict]], windows: list[tuple[float, floa
     }
 
 
-def summary_line(summary: dict) -> str:
+def telemetry_line(summary: dict) -> str:
     """One line for a failure message: per GPU avg power/limit, utilization, SM clock, flags."""
     if not summary.get("available"):
         return f"telemetry: none ({summary.get('reason', 'no samples')})"

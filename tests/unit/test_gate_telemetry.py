@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
     parse_sample_line,
     reason_names,
     summarize,
-    summary_line,
+    telemetry_line,
     throttle_reasons,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import NvidiaParseError
@@ -69,7 +69,7 @@ def test_under_use_at_250_of_600_watts():
     # 6 samples 0.2 s apart at 250 W: 5 intervals x 0.2 s x 250 W
     assert g["energy_j"] == pytest.approx(250.0, abs=0.1)
     assert s["energy_j"] == pytest.approx(500.0, abs=0.2)
-    assert "UNDER-USE" in summary_line(s)
+    assert "UNDER-USE" in telemetry_line(s)
     assert not summarize(samples(560.0), [(0.0, 100.0)])["under_use"]
 
 
@@ -85,7 +85,7 @@ def test_throttling_only_counts_heat_and_hardware():
     assert throttle_reasons(samples(590.0, "0x0000000000000040"), 50, 60) == []
     s = summarize(samples(590.0, "0x0000000000000020"), [])
     assert s["throttled"]
-    assert "THROTTLED" in summary_line(s)
+    assert "THROTTLED" in telemetry_line(s)
 
 
 def test_summary_row_columns():
