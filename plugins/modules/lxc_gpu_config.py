@@ -15,10 +15,10 @@ description:
     majors by C(stat); majors are never assumed (nvidia-uvm and nvidia-caps majors are dynamic).
   - Chooses the nodes a container needs for O(gpus) (its GPUs, C(nvidiactl), C(nvidia-uvm),
     C(nvidia-uvm-tools), C(nvidia-caps) when present) and merges them into the container's config.
-  - "Proxmox (O(flavour=proxmox)), C(/etc/pve/lxc/<vmid>.conf) in C(key: value) syntax, either native
+  - "Proxmox (O(platform=proxmox)), C(/etc/pve/lxc/<vmid>.conf) in C(key: value) syntax, either native
     C(devN:) entries (PVE >= 8.1, O(passthrough=native)) or raw C(lxc.cgroup2.devices.allow) and
     C(lxc.mount.entry) lines (O(passthrough=raw))."
-  - Plain LXC (O(flavour=lxc)), C(/var/lib/lxc/<name>/config) in C(key = value) syntax, raw lines with the
+  - Plain LXC (O(platform=lxc)), C(/var/lib/lxc/<name>/config) in C(key = value) syntax, raw lines with the
     devices cgroup key of the host's layout (C(lxc.cgroup2.devices.allow) on a unified host,
     C(lxc.cgroup.devices.allow) on a legacy or hybrid one).
   - Each cgroup rule allows one exact node, so a withheld GPU cannot be reached even by C(mknod).
@@ -43,11 +43,15 @@ options:
         file is planned as empty, so a play can validate every container before creating any.
     type: path
     required: true
-  flavour:
-    description: "Config syntax, V(proxmox) (C(key: value)) or V(lxc) (C(key = value))."
+  platform:
+    description:
+      - "Where the container runs, which decides the config syntax: V(proxmox) (Proxmox VE, C(key: value))
+        or V(lxc) (plain LXC, C(key = value))."
+      - C(flavour), this option's former name, is a deprecated alias, removed in 0.2.0.
     type: str
     choices: [proxmox, lxc]
     default: proxmox
+    aliases: [flavour]
   passthrough:
     description:
       - V(native) writes PVE C(devN:) entries (PVE >= 8.1); V(raw) writes C(lxc.*) cgroup and mount lines.
@@ -76,7 +80,7 @@ options:
     type: bool
     default: true
   cgroup:
-    description: Devices cgroup of the host for O(flavour=lxc); V(auto) reads O(mounts_path).
+    description: Devices cgroup of the host for O(platform=lxc); V(auto) reads O(mounts_path).
     type: str
     choices: [auto, v1, v2]
     default: auto
@@ -160,7 +164,7 @@ EXAMPLES = r"""
 - name: Pass all GPUs into a plain LXC container
   gpufleet.sglang.lxc_gpu_config:
     path: /var/lib/lxc/sglang-01/config
-    flavour: lxc
+    platform: lxc
     gpus: all
     shm_size: 64G
 """
@@ -195,7 +199,7 @@ exists:
   type: bool
   sample: true
 cgroup_layout:
-  description: The host's cgroup layout (V(unified), V(hybrid), V(legacy)); null for O(flavour=proxmox).
+  description: The host's cgroup layout (V(unified), V(hybrid), V(legacy)); null for O(platform=proxmox).
   returned: success
   type: str
   sample: hybrid
@@ -243,7 +247,13 @@ def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "required": True},
-            "flavour": {"type": "str", "choices": ["proxmox", "lxc"], "default": "proxmox"},
+            "platform": {
+                "type": "str",
+                "choices": ["proxmox", "lxc"],
+                "default": "proxmox",
+                "aliases": ["flavour"],
+                "deprecated_aliases": [{"name": "flavour", "version": "0.2.0", "collection_name": "gpufleet.sglang"}],
+            },
             "passthrough": {"type": "str", "choices": ["native", "raw"], "default": "native"},
             "gpus": {"type": "raw", "required": True},
             "available_gpus": {"type": "list", "elements": "int"},
@@ -298,7 +308,7 @@ def run_module() -> None:
         nodes = select_device_nodes(host_nodes, gpus, minors, include_caps=p["include_caps"])
         cgroup_key = CGROUP_KEYS[2]
         passthrough = p["passthrough"]
-        if p["flavour"] == "lxc":
+        if p["platform"] == "lxc":
             passthrough = "raw"
             if p["cgroup"] == "auto":
                 with open(p["mounts_path"], encoding="utf-8") as handle:
@@ -309,7 +319,7 @@ def run_module() -> None:
         before = _read_config(dest) if exists else ""
         after, entries = plan_config(
             before,
-            platform=p["flavour"],
+            platform=p["platform"],
             nodes=nodes,
             passthrough=passthrough,
             cgroup_key=cgroup_key,
