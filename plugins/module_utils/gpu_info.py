@@ -51,7 +51,7 @@ class GpuInfoFailure(Exception):
 def empty_result() -> dict:
     return {
         "changed": False,
-        "kernel_module": {"loaded": False, "version": None, "flavour": None},
+        "kernel_module": {"loaded": False, "version": None, "type": None},
         "driver_version": None,
         "cuda_version": None,
         "gpu_count": 0,
@@ -85,7 +85,7 @@ def check_params(params: dict) -> None:
 
 
 def read_kernel_side(result: dict, params: dict) -> None:
-    """Kernel module version and flavour, the device majors and the device nodes."""
+    """Kernel module version and type, the device majors and the device nodes."""
     proc_version = params["proc_version_path"]
     try:
         if os.path.exists(proc_version):
@@ -102,7 +102,7 @@ def module_state(result: dict, proc_version: str) -> str:
     """The kernel module's state in words, for messages about the userspace side."""
     kernel = result["kernel_module"]
     if kernel["loaded"]:
-        return f"kernel module {kernel['version']} ({kernel['flavour']}) is loaded"
+        return f"kernel module {kernel['version']} ({kernel['type']}) is loaded"
     return f"the NVIDIA kernel module is not loaded ({proc_version} does not exist)"
 
 

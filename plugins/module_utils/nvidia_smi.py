@@ -5,7 +5,7 @@
 
 Formats follow real captures (tests/unit/fixtures/nvidia/h200-580/):
 
-- ``/proc/driver/nvidia/version`` (kernel module version and open/proprietary flavour)
+- ``/proc/driver/nvidia/version`` (kernel module version and type: open or proprietary)
 - ``/proc/devices`` (character device majors: nvidia, nvidia-uvm, nvidia-caps, ...)
 - ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (also the ``-lms`` loop)
 - ``nvidia-smi -q`` / plain ``nvidia-smi`` / ``nvidia-smi --version`` (driver and CUDA version)
@@ -310,7 +310,7 @@ _PROC_VERSION_RE = re.compile(
 
 
 def parse_proc_version(text: str, source: str = "/proc/driver/nvidia/version") -> dict:
-    """Parse ``/proc/driver/nvidia/version``: ``{"version": "580.159.04", "flavour": "open"|"proprietary"}``.
+    """Parse ``/proc/driver/nvidia/version``: ``{"version": "580.159.04", "type": "open"|"proprietary"}``.
 
     The open kernel modules say ``NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build``;
     the proprietary ones ``NVIDIA UNIX x86_64 Kernel Module  570.133.20  <build date>``.
@@ -320,7 +320,7 @@ def parse_proc_version(text: str, source: str = "/proc/driver/nvidia/version") -
             match = _PROC_VERSION_RE.match(line + " ")
             if not match:
                 raise NvidiaParseError(source, "unrecognised NVRM version line", line)
-            return {"version": match.group("version"), "flavour": "open" if match.group("open") else "proprietary"}
+            return {"version": match.group("version"), "type": "open" if match.group("open") else "proprietary"}
     raise NvidiaParseError(source, "no 'NVRM version:' line", _first_lines(text))
 
 

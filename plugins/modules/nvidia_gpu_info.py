@@ -12,7 +12,7 @@ module: nvidia_gpu_info
 short_description: Report the NVIDIA kernel module, userspace driver, GPUs, device nodes and topology
 version_added: "0.1.0"
 description:
-  - Reads C(/proc/driver/nvidia/version) (kernel module version and open/proprietary flavour) and
+  - Reads C(/proc/driver/nvidia/version) (kernel module version and type, open or proprietary) and
     C(/proc/devices) (character device majors such as C(nvidia), C(nvidia-uvm), C(nvidia-caps)).
   - Stats the character device nodes C(<dev_dir>/nvidia*) and C(<dev_dir>/nvidia-caps/*).
   - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits), C(nvidia-smi -q -d COMPUTE)
@@ -76,7 +76,7 @@ EXAMPLES = r"""
 - name: Assert open kernel module, matching userspace and eight SM120 GPUs
   ansible.builtin.assert:
     that:
-      - __nvidia_driver_info.kernel_module.flavour == 'open'
+      - __nvidia_driver_info.kernel_module.type == 'open'
       - __nvidia_driver_info.kernel_module.version == __nvidia_driver_info.driver_version
       - __nvidia_driver_info.gpu_count == 8
       - __nvidia_driver_info.gpus | map(attribute='compute_cap') | unique == ['12.0']
@@ -95,8 +95,8 @@ kernel_module:
       description: Kernel module version from the version file; null when not loaded or not readable.
       type: str
       sample: "580.159.04"
-    flavour:
-      description: V(open) or V(proprietary); null when not loaded.
+    type:
+      description: The kernel module type, V(open) or V(proprietary); null when not loaded.
       type: str
       sample: open
 driver_version:

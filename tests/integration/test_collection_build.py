@@ -139,4 +139,4 @@ def test_built_collection_runs_by_fqcn(installed: Path, tmp_path: Path) -> None:
     info = json.loads(out.read_text())
     assert info["gpu_count"] == 8
     assert {gpu["compute_cap"] for gpu in info["gpus"]} == {"12.0"}
-    assert info["kernel_module"]["flavour"] == "open"
+    assert info["kernel_module"]["type"] == "open"

@@ -68,7 +68,7 @@ def test_rtxpro6000_8gpu(tmp_path, dev_dir):
     rc, result = run_module(tmp_path, base_args(dev_dir))
     assert rc == 0, result
     assert result["changed"] is False
-    assert result["kernel_module"] == {"loaded": True, "version": "580.159.04", "flavour": "open"}
+    assert result["kernel_module"] == {"loaded": True, "version": "580.159.04", "type": "open"}
     assert (result["driver_version"], result["cuda_version"], result["gpu_count"]) == ("580.159.04", "13.0", 8)
     assert {g["compute_cap"] for g in result["gpus"]} == {"12.0"}
     assert result["gpus"][3]["pci_bus_id"] == "00000000:61:00.0"
@@ -94,7 +94,7 @@ def test_570_and_proprietary_are_reported_not_judged(tmp_path, dev_dir):
     )
     rc, result = run_module(tmp_path, base_args(dev_dir, "rtxpro6000-proprietary", topology=False))
     assert rc == 0
-    assert result["kernel_module"]["flavour"] == "proprietary"
+    assert result["kernel_module"]["type"] == "proprietary"
     assert result["topology"] is None
     assert (result["links"], result["nccl_env"]) == (None, {})
 
@@ -122,7 +122,7 @@ def test_no_driver_at_all_with_require_driver_false(tmp_path, dev_dir):
     )
     rc, result = run_module(tmp_path, args)
     assert rc == 0, result
-    assert result["kernel_module"] == {"loaded": False, "version": None, "flavour": None}
+    assert result["kernel_module"] == {"loaded": False, "version": None, "type": None}
     assert (result["driver_version"], result["gpu_count"], result["gpus"]) == (None, 0, [])
     assert "nvidia-smi not found" in json.dumps(result["warnings"])
 

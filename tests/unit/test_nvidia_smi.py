@@ -155,10 +155,10 @@ def test_telemetry_fields_exclude_energy_counter_rejected_by_580():
 @pytest.mark.parametrize(
     ("variant", "expected"),
     [
-        ("h200-580", {"version": "580.159.04", "flavour": "open"}),
-        ("rtxpro6000-8gpu", {"version": "580.159.04", "flavour": "open"}),
-        ("rtxpro6000-570", {"version": "570.195.03", "flavour": "open"}),
-        ("rtxpro6000-proprietary", {"version": "580.159.04", "flavour": "proprietary"}),
+        ("h200-580", {"version": "580.159.04", "type": "open"}),
+        ("rtxpro6000-8gpu", {"version": "580.159.04", "type": "open"}),
+        ("rtxpro6000-570", {"version": "570.195.03", "type": "open"}),
+        ("rtxpro6000-proprietary", {"version": "580.159.04", "type": "proprietary"}),
     ],
 )
 def test_proc_version(variant, expected):

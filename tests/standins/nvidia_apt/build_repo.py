@@ -120,9 +120,9 @@ def build_deb(  # noqa: PLR0917 (a .deb's fields, passed positionally by every c
 
 
 def proc_version_text(version: str, open_module: bool) -> str:
-    flavour = "NVIDIA UNIX Open Kernel Module for x86_64" if open_module else "NVIDIA UNIX x86_64 Kernel Module"
+    banner = "NVIDIA UNIX Open Kernel Module for x86_64" if open_module else "NVIDIA UNIX x86_64 Kernel Module"
     return (
-        f"NVRM version: {flavour}  {version}  Release Build  (dvs-builder@U22-I3-AE18-23-3)"
+        f"NVRM version: {banner}  {version}  Release Build  (dvs-builder@U22-I3-AE18-23-3)"
         "  Mon Sep 29 19:46:40 UTC 2025\n"
         "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n"
     )
@@ -376,14 +376,14 @@ def runfile_script(version: str) -> str:
         "#!/bin/sh",
         f"# Stand-in for NVIDIA-Linux-x86_64-{version}.run (gpufleet tests/standins/nvidia_apt/build_repo.py)",
         "set -eu",
-        "kernel=yes; flavour=open; silent=no",
+        "kernel=yes; module_type=open; silent=no",
         'for arg in "$@"; do',
         '  case "$arg" in',
         "    -s|--silent) silent=yes ;;",
         "    --no-questions|-q|--dkms) ;;",
         "    --no-kernel-modules) kernel=no ;;",
-        "    --kernel-module-type=open) flavour=open ;;",
-        "    --kernel-module-type=proprietary) flavour=proprietary ;;",
+        "    --kernel-module-type=open) module_type=open ;;",
+        "    --kernel-module-type=proprietary) module_type=proprietary ;;",
         "    *) echo \"ERROR: Unrecognized option '$arg'\" >&2; exit 1 ;;",
         "  esac",
         "done",
@@ -404,7 +404,7 @@ def runfile_script(version: str) -> str:
         "chmod 0755 /usr/bin/nvidia-smi /usr/bin/nvidia-modprobe /usr/bin/nvidia-persistenced",
         'if [ "$kernel" = yes ]; then',
         f"  mkdir -p {STATE}/proc/driver/nvidia",
-        '  if [ "$flavour" = open ]; then',
+        '  if [ "$module_type" = open ]; then',
         f"    cat > {STATE}/proc/driver/nvidia/version <<'EOF_GPUFLEET_OPEN'",
         proc_version_text(version, True).rstrip("\n"),
         "EOF_GPUFLEET_OPEN",
