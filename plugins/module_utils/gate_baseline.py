@@ -578,7 +578,7 @@ def run_record(
         "extra_round": bool(result.get("extra_round")),
         "server_version": ready.get("version"),  # type: ignore[union-attr]
         "telemetry": result.get("telemetry") or {},
-        "summary_line": summary_line(key["host"], result),
+        "host_summary_row": host_summary_row(key["host"], result),
         "shape": shape,
     }
     if accepted:
@@ -589,8 +589,8 @@ def run_record(
 # --------------------------------------------------------------------------- summary
 
 
-def summary_line(host: str, result: dict[str, object]) -> str:
-    """The host's line of the role's summary table."""
+def host_summary_row(host: str, result: dict[str, object]) -> str:
+    """The host's summary row: the host in front of the module's summary row (the role's play-end table)."""
     row = result.get("summary_row")
     if isinstance(row, str) and row:
         return f"{host:<24} {row}"

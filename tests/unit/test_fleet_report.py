@@ -128,6 +128,19 @@ def test_sweep_table_numbers_are_the_sweep_file(tmp_path):
         assert row[6] == c["verdict"]
 
 
+def test_history_lines_of_both_names_of_the_summary_row_are_read(tmp_path):
+    # the fixtures were recorded when the record's summary row was called summary_line;
+    # lines written since carry host_summary_row: the report reads both
+    (path, *_) = sorted(FIXTURES.glob("*.history.jsonl"))
+    old = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert all("summary_line" in rec for rec in old)
+    new = [{("host_summary_row" if k == "summary_line" else k): v for k, v in rec.items()} for rec in old]
+    (tmp_path / path.name).write_text("".join(json.dumps(rec) + "\n" for rec in old + new))
+    runs, problems = load_history(str(tmp_path))
+    assert problems == []
+    assert len(runs) == 2 * len(old)
+
+
 def test_releases_and_model_revisions_are_marked():
     runs, _problems = load_history(str(FIXTURES))
     labels = [m["label"] for m in markers(runs)]

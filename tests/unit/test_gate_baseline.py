@@ -385,8 +385,15 @@ def test_concurrent_processes_lose_no_history_line_and_never_interleave_a_baseli
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
-def test_summary_line():
-    assert gb.summary_line("node1", {"summary_row": "PASS     x"}) == f"{'node1':<24} PASS     x"
-    line = gb.summary_line("node1", {"failed": True, "msg": "m" * 100})
+def test_host_summary_row():
+    assert gb.host_summary_row("node1", {"summary_row": "PASS     x"}) == f"{'node1':<24} PASS     x"
+    line = gb.host_summary_row("node1", {"failed": True, "msg": "m" * 100})
     assert line.startswith(f"{'node1':<24} FAIL")
     assert line.endswith("...")
+
+
+def test_run_record_carries_the_host_summary_row():
+    result = {"verdict": "pass", "reason": "within_tolerance", "summary_row": "PASS     within_tolerance"}
+    record = gb.run_record(KEY, result, {}, {"concurrency": 8}, when="2026-11-30T00:00:00+00:00", accepted=None)
+    assert record["host_summary_row"] == gb.host_summary_row(KEY["host"], result)
+    assert "summary_line" not in record  # its former name (docs/glossary.md); old history lines keep it
