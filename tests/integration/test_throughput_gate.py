@@ -331,7 +331,7 @@ def role_vars(tmp_path: Path, url: str, **more) -> dict:
         throughput_gate_url=url,
         throughput_gate_baseline_dir=str(tmp_path / "baselines"),
         throughput_gate_telemetry=False,
-        throughput_gate_model="test/model",
+        throughput_gate_served_model_name="test/model",
         sglang_server_profile="glm5-tp8",
         sglang_facts={"version": "0.5.23"},
         nvidia_driver_facts={"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}]},

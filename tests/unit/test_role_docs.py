@@ -191,6 +191,21 @@ def test_an_option_left_to_the_module_needs_no_role_default(tmp_path: Path) -> N
     assert module_errors(make_role(tmp_path, MODULE_SPEC, defaults, MODULE_README)) == []
 
 
+@pytest.mark.parametrize(("default", "errors"), [(30, 0), (60, 1)])
+def test_a_role_option_may_name_a_module_option_by_another_word(tmp_path: Path, default: int, errors: int) -> None:
+    # demo_wait_s is the module's timeout under the role's own word (MODULE_OPTION_NAMES)
+    spec = MODULE_SPEC.replace("demo_timeout:", "demo_wait_s:").replace(
+        "        default: 30\n", f"        default: {default}\n"
+    )
+    readme = MODULE_README.replace("`demo_timeout` | `30`", f"`demo_wait_s` | `{default}`")
+    defaults = DEFAULTS.replace("demo_port: 8000\n", "")
+    loaded = role_docs.load_role(make_role(tmp_path, spec, defaults, readme))
+    loaded.module = role_docs.ModuleSpec("demo_", MODULE, "demo module spec", {"demo_wait_s": "timeout"})
+    found = role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded) + role_docs.check_readme(loaded)
+    assert len(found) == errors, found
+    assert all("module's default is 30" in e for e in found)
+
+
 @pytest.mark.parametrize(
     ("spec", "defaults", "message"),
     [

@@ -13,7 +13,8 @@ So both must say the same, and so must the README. The rules (README.md here):
   sglang_common for sglang_root), to that value, of the spec's type; a Jinja default (`{{ ... }}`)
   is either given verbatim or left out of the spec (its description says it);
 - a role that hands its options to a module (MODULE_SPECS: `throughput_gate_<option>` ->
-  `<option>` of the throughput_gate module) leaves the module's defaults to the module: an option
+  `<option>` of the throughput_gate module, or another name listed in MODULE_OPTION_NAMES:
+  `throughput_gate_served_model_name` -> `model`) leaves the module's defaults to the module: an option
   it does not set in defaults/main.yml states the module's default in its spec (the same value, or
   none when the module has none), and defaults/main.yml never restates a module default;
 - an option declared by several entry points has the same default, type and description in each;
@@ -60,6 +61,11 @@ MARKUP = re.compile(r"\b([CIBMOVU])\(([^()]*)\)")
 MODULE_SPECS: dict[str, tuple[str, str, str]] = {
     "throughput_gate": ("throughput_gate_", "gate_spec", "ARGUMENT_SPEC"),
 }
+# Role options that name a module option by another word (docs/glossary.md's word for the role's
+# users, the module's own option name): role option -> module option.
+MODULE_OPTION_NAMES: dict[str, dict[str, str]] = {
+    "throughput_gate": {"throughput_gate_served_model_name": "model"},
+}
 
 
 @dataclass
@@ -69,9 +75,12 @@ class ModuleSpec:
     prefix: str
     spec: dict[str, dict[str, Any]]
     source: str
+    names: dict[str, str] = field(default_factory=dict)
 
     def option(self, name: str) -> dict[str, Any] | None:
         """The module option behind role option ``name``, or None."""
+        if name in self.names:
+            return self.spec.get(self.names[name])
         if not name.startswith(self.prefix):
             return None
         return self.spec.get(name[len(self.prefix) :])
@@ -85,7 +94,12 @@ def module_spec(role_name: str) -> ModuleSpec | None:
     if collections not in sys.path:
         sys.path.insert(0, collections)
     loaded = importlib.import_module(f"ansible_collections.gpufleet.sglang.plugins.module_utils.{module}")
-    return ModuleSpec(prefix, getattr(loaded, attr), f"plugins/module_utils/{module}.py {attr}")
+    return ModuleSpec(
+        prefix,
+        getattr(loaded, attr),
+        f"plugins/module_utils/{module}.py {attr}",
+        MODULE_OPTION_NAMES.get(role_name, {}),
+    )
 
 
 @dataclass
