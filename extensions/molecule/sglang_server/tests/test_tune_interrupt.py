@@ -17,7 +17,7 @@ import testinfra.utils.ansible_runner
 
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]  # extensions/molecule/sglang_server/tests/ -> the repository
 JOURNAL = "/opt/sglang/tune-journal.json"
 CONFIG = "/etc/sglang/sglang-server.yaml"
 
