@@ -34,6 +34,7 @@ def _tune(*extra: str) -> subprocess.Popen:
 
 
 def test_sigint_mid_sweep_then_the_next_run_restores(host):
+    assert (REPO / "playbooks" / "tune.yml").is_file(), f"no playbooks/tune.yml under {REPO}"
     before = host.file(CONFIG).sha256sum
     sweep = _tune()
     try:
