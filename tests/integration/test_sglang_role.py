@@ -369,7 +369,7 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
 
 BAD_INPUT_PLAY = f"""
 - name: Bad input fails before any change, naming the bad value
-  ansible.builtin.import_playbook: {REPO / "molecule" / "common" / "bad_input.yml"}
+  ansible.builtin.import_playbook: {REPO / "extensions" / "molecule" / "common" / "bad_input.yml"}
 """
 
 
