@@ -114,17 +114,19 @@ molecule: venv images
 	  'echo "=== molecule test -s $$0"; start=$$SECONDS; \
 	   $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
 
-# lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests and
-# the molecule scenarios in one pool of TEST_JOBS stages at a time, longest first, so that a
-# worker that finishes takes the next stage: they wait mostly on containers (apt, systemd,
-# services starting), not on the CPU. Every stage runs even when another fails; make fails if
-# any did (xargs exits 123).
-TEST_STAGES ?= fleet integration sglang_server sglang_gateway nvidia_driver proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+# lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests (in
+# two stages: the sglang role's real-wheel installs, and the rest) and the molecule scenarios in
+# one pool of TEST_JOBS stages at a time, longest first, so that a worker that finishes takes the
+# next stage. Every stage runs even when another fails; make fails if any did (xargs exits 123).
+TEST_STAGES ?= fleet integration-sglang-role integration-other sglang_server nvidia_driver sglang_gateway proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
 test: lint sanity unit images wheels
 	@printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
-	  'if [[ $$0 == integration ]]; then exec bash tests/harness/stage.sh integration $(BIN)/pytest -q tests/integration; fi; \
-	   exec bash tests/harness/stage.sh molecule-$$0 $(BIN)/molecule test -s $$0' {}
+	  'case $$0 in \
+	     integration-sglang-role) set -- $(BIN)/pytest -q tests/integration/test_sglang_role.py ;; \
+	     integration-other) set -- $(BIN)/pytest -q tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
+	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
+	   exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {}
 	@echo "make test: all stages passed"
 
 lab: venv images
