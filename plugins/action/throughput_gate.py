@@ -73,6 +73,63 @@ def _raise_min_trials(args: dict[str, Any], trials: int) -> int | None:
     return trials
 
 
+def _controller_options(given: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The controller-side options, checked: a BaselineError names the first bad one (nothing was sent)."""
+    checked = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC).validate(given)
+    if checked.error_messages:
+        raise BaselineError("; ".join(checked.error_messages))
+    opts = checked.validated_parameters
+    if "baseline" in args:
+        raise BaselineError(
+            "baseline and baseline_dir exclude each other: with baseline_dir the stored baseline is used"
+        )
+    if opts["accept_baseline"] and not opts["accept_reason"].strip():
+        raise BaselineError(
+            "accept_baseline needs accept_reason (why a lower baseline is accepted; kept in the history)"
+        )
+    if not opts.get("baseline_key"):
+        raise BaselineError("baseline_dir needs baseline_key (model, profile, sglang_version, gpu_model)")
+    return opts
+
+
+def _comparable(choice: Any, shape: dict[str, Any], accept: bool, problems: list[str]) -> list[float]:
+    """The chosen baseline's trials when its request shape is this run's; [] (and a problem noted) when an
+    accepted re-baseline replaces one of another shape; a BaselineError otherwise."""
+    if choice.baseline is None:
+        return choice.trials
+    differs = shape_mismatch(choice.baseline.shape, shape)
+    if not differs:
+        return choice.trials
+    text = (
+        f"baseline file {choice.baseline.path} was measured with another request shape "
+        f"({'; '.join(differs)}): not comparable"
+    )
+    if not accept:
+        raise BaselineError(f"{text}. Restore the shape, or re-baseline on purpose with accept_baseline")
+    problems.append(text)
+    return []
+
+
+def _trials(args: dict[str, Any]) -> int:
+    """The run's trials as the module will read them (a bad value: the module names it)."""
+    try:
+        return int(with_defaults(args)["trials"])  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return MIN_TRIALS
+
+
+def _choice(key: dict[str, str], paths: Paths, directory: str, *, fallback: bool, accept: bool) -> Any:
+    """The baseline this run compares with: its own key's, else (fallback) the best earlier one."""
+    exact = (paths.baseline, read_file(paths.baseline))
+    others = []
+    if exact[1] is None and fallback:  # the other baselines are read only for the fallback search
+        for path in baseline_files(directory):
+            data = read_file(path) if path != paths.baseline else None
+            if data is not None:
+                others.append((path, data))
+    return choose(key, exact, others, fallback=fallback, tolerate=accept)
+
+
 def _with_stop(res: dict[str, Any], record: dict[str, object]) -> dict[str, object]:
     """The history record with the design, the valid trials the verdict used and why the run stopped."""
     record.update(design=res.get("design"), decided_after_trials=res.get("decided_after_trials"), stop=res.get("stop"))
@@ -118,22 +175,9 @@ class ActionModule(ActionBase):
                 raise BaselineError(f"{', '.join(extra)} need baseline_dir (the controller's baseline directory)")
             return self._module(args, task_vars)
 
-        checked = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC).validate(given)
-        if checked.error_messages:
-            raise BaselineError("; ".join(checked.error_messages))
-        opts = checked.validated_parameters
-        if "baseline" in args:
-            raise BaselineError(
-                "baseline and baseline_dir exclude each other: with baseline_dir the stored baseline is used"
-            )
+        opts = _controller_options(given, args)
         accept = bool(opts["accept_baseline"])
-        if accept and not opts["accept_reason"].strip():
-            raise BaselineError(
-                "accept_baseline needs accept_reason (why a lower baseline is accepted; kept in the history)"
-            )
-        key_args = dict(opts.get("baseline_key") or {})
-        if not key_args:
-            raise BaselineError("baseline_dir needs baseline_key (model, profile, sglang_version, gpu_model)")
+        key_args = dict(opts["baseline_key"])
         key_args["host"] = key_args.get("host") or task_vars.get("inventory_hostname")
         key = make_key(**key_args)
         directory = opts["baseline_dir"]
@@ -144,33 +188,11 @@ class ActionModule(ActionBase):
         problem = check_writable(directory, create=not check_mode)
         if problem:
             raise BaselineError(f"{problem}; nothing was measured")
-        try:
-            trials = int(with_defaults(args)["trials"])  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            trials = MIN_TRIALS  # the module names a bad value
-        exact = (paths.baseline, read_file(paths.baseline))
-        fallback = bool(opts["baseline_fallback"])
-        others = []
-        if exact[1] is None and fallback:  # the other baselines are read only for the fallback search
-            for path in baseline_files(directory):
-                data = read_file(path) if path != paths.baseline else None
-                if data is not None:
-                    others.append((path, data))
-        choice = choose(key, exact, others, fallback=fallback, tolerate=accept)
+        trials = _trials(args)
+        choice = _choice(key, paths, directory, fallback=bool(opts["baseline_fallback"]), accept=accept)
         problems = list(choice.problems)
         shape = shape_of(with_defaults(args))  # an option the task leaves out is the module's default
-        compare_with = choice.trials
-        if choice.baseline is not None:
-            differs = shape_mismatch(choice.baseline.shape, shape)
-            if differs:
-                text = (
-                    f"baseline file {choice.baseline.path} was measured with another request shape "
-                    f"({'; '.join(differs)}): not comparable"
-                )
-                if not accept:
-                    raise BaselineError(f"{text}. Restore the shape, or re-baseline on purpose with accept_baseline")
-                problems.append(text)
-                compare_with = []
+        compare_with = _comparable(choice, shape, accept, problems)
         if trials < MIN_TRIALS and (accept or not compare_with):
             raise BaselineError(
                 f"trials={trials}: a baseline needs at least {MIN_TRIALS} trials and there is "
