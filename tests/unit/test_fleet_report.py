@@ -131,7 +131,7 @@ def test_sweep_table_numbers_are_the_sweep_file(tmp_path):
 def test_history_lines_of_both_names_of_the_summary_row_are_read(tmp_path):
     # the fixtures were recorded when the record's summary row was called summary_line;
     # lines written since carry host_summary_row: the report reads both
-    (path, *_) = sorted(FIXTURES.glob("*.history.jsonl"))
+    path = sorted(FIXTURES.glob("*.history.jsonl"))[0]
     old = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert all("summary_line" in rec for rec in old)
     new = [{("host_summary_row" if k == "summary_line" else k): v for k, v in rec.items()} for rec in old]
