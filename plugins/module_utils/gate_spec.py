@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The throughput gate's options, their types and defaults: written here only (stdlib only).
+"""The throughput gate's options, their types and defaults: written here only (standard library and
+ansible.module_utils only).
 
 - the module validates its task with :data:`ARGUMENT_SPEC` (its DOCUMENTATION is checked against it
   by ansible-test sanity);
@@ -17,6 +18,7 @@ import copy
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import CONTROLLER_ARGUMENT_SPEC
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import READY_PATH_BEFORE
 
 # Options of the module on the target (GateParams has one field per option).
 GATE_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
@@ -39,7 +41,9 @@ GATE_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "beta": {"type": "float", "default": 0.005},
     "margin": {"type": "float", "default": 0.05},
     "min_output_tokens_per_s": {"type": "float", "default": 0, "no_log": False},
-    "ready_path": {"type": "str", "default": "/health_generate"},
+    # the readiness path of a server older than sglang_server_ready.READY_SINCE (the role passes the
+    # path of the server's own version)
+    "ready_path": {"type": "str", "default": READY_PATH_BEFORE},
     "ready_timeout": {"type": "float", "default": 1800},
     "request_timeout": {"type": "float", "default": 300},
     "telemetry": {"type": "bool", "default": True},
