@@ -26,7 +26,7 @@ MOLECULE_JOBS ?= 1
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
 
-.PHONY: help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
+.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
@@ -138,3 +138,9 @@ lab-down:
 
 clean: lab-down
 	rm -rf $(VENV) .cache tests/output
+
+# the fuzz suite's size: generated cases per property-based test and in all (tests/unit/conftest.py)
+fuzz-stats: venv
+	$(BIN)/pytest -q tests/unit -p no:randomly --hypothesis-show-statistics 2>&1 \
+	  | awk '/^tests\/unit\/.*::/ {t=$$1} /passing examples/ {n+=$$2; c++; printf "%6d  %s\n", $$2, t} \
+	         END {printf "%d property-based tests, %d generated cases\n", c, n}'

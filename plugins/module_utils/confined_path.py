@@ -1,0 +1,95 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one check for a path built from outside data (stdlib only; runs on targets and the controller).
+
+Every name that comes from outside the collection (a Hub listing, a commit id, a record on disk,
+a deployment manifest, an inventory value) goes through here before it becomes part of a path:
+
+``relative_name`` refuses what is not a plain relative path: empty, absolute, an empty segment
+(``a//b``, a trailing ``/``), a ``.`` or ``..`` segment, a backslash, a NUL or another control
+character, or a segment longer than the file system allows. The name is returned unchanged, so a
+name is either used as given or refused: never silently rewritten into another one.
+
+``confine`` joins such a name to a root and checks, on the real file system, that no existing
+part of the result is a symlink that leads out of the root (an attacker's link planted inside
+the root counts). It returns the joined path.
+
+``segment`` is ``relative_name`` for a single path component (no ``/``).
+
+``inside`` answers whether a path (after resolving symlinks) lies within a root.
+
+Errors are ``PathError`` (a ``ValueError``) whose message names what was checked and why it
+was refused.
+"""
+
+from __future__ import annotations
+
+import os
+
+# longest name of one path component on Linux file systems (NAME_MAX)
+NAME_MAX = 255
+
+
+class PathError(ValueError):
+    """A name or path from outside data that may not be used."""
+
+
+def _why_not(name: object) -> str | None:
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if name == "":
+        return "is empty"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "contains a control character"
+    if "\\" in name:
+        return "contains a backslash"
+    if name.startswith("/"):
+        return "is absolute"
+    for part in name.split("/"):
+        if part == "":
+            return "has an empty segment"
+        if part in (".", ".."):
+            return f"has a '{part}' segment"
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            return f"has a segment longer than {NAME_MAX} bytes"
+    return None
+
+
+def relative_name(name: object, what: str) -> str:
+    """``name`` if it is a plain relative path (see the module's text), else ``PathError``."""
+    why = _why_not(name)
+    if why is not None:
+        raise PathError(f"{what} {name!r} {why}: only a relative path without '.', '..' or empty segments is accepted")
+    return name  # type: ignore[return-value]
+
+
+def segment(name: object, what: str) -> str:
+    """``name`` if it is one plain path component, else ``PathError``."""
+    relative_name(name, what)
+    if "/" in name:  # type: ignore[operator]
+        raise PathError(f"{what} {name!r} contains '/': a single path component is expected")
+    return name  # type: ignore[return-value]
+
+
+def inside(root: str, path: str) -> bool:
+    """Whether ``path``, symlinks resolved, is ``root`` or lies below it (``root`` resolved too)."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip("/") + "/")
+
+
+def confine(root: str, name: object, what: str) -> str:
+    """``root``/``name`` after checking ``name`` (``relative_name``) and that no existing part of
+    the result leads out of ``root`` through a symlink; else ``PathError``."""
+    if not isinstance(root, str) or not os.path.isabs(root):
+        raise PathError(f"the root for {what} must be an absolute path, got {root!r}")
+    rel = relative_name(name, what)
+    path = os.path.join(root, rel)
+    # the deepest part that exists decides where the rest would land
+    probe = path
+    while not os.path.lexists(probe) and probe != root:
+        probe = os.path.dirname(probe)
+    if not inside(root, probe):
+        raise PathError(f"{what} {rel!r} leads out of {root} through a symlink ({probe} -> {os.path.realpath(probe)})")
+    return path

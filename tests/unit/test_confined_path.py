@@ -1,0 +1,90 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""confined_path: the one check for a path built from outside data."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils import confined_path as cp
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("", "is empty"),
+        ("/etc/passwd", "is absolute"),
+        ("a//b", "empty segment"),
+        ("a/", "empty segment"),
+        ("../x", "'..' segment"),
+        ("a/../../x", "'..' segment"),
+        ("./x", "'.' segment"),
+        ("a\\..\\b", "backslash"),
+        ("a\x00b", "control character"),
+        ("a\nb", "control character"),
+        ("x" * 256, "longer than 255"),
+        (None, "not a string"),
+        (["a"], "not a string"),
+    ],
+)
+def test_refuses_with_the_reason(name, why):
+    with pytest.raises(cp.PathError, match="what-it-is") as err:
+        cp.relative_name(name, "what-it-is")
+    assert why in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["a", "a/b", "config.json", "sub/dir/model-00001-of-00002.safetensors", "x" * 255])
+def test_accepts_plain_relative_names_unchanged(name):
+    assert cp.relative_name(name, "n") == name
+
+
+def test_segment_refuses_a_slash():
+    assert cp.segment("abc", "s") == "abc"
+    with pytest.raises(cp.PathError, match="single path component"):
+        cp.segment("a/b", "s")
+
+
+def test_confine_refuses_a_symlink_out_of_the_root(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    with pytest.raises(cp.PathError, match="leads out of"):
+        cp.confine(str(root), "link/file", "listing name")
+    (root / "inner").mkdir()
+    (root / "ok").symlink_to(root / "inner")
+    assert cp.confine(str(root), "ok/file", "n") == str(root / "ok/file")
+
+
+def test_confine_needs_an_absolute_root():
+    with pytest.raises(cp.PathError, match="absolute"):
+        cp.confine("relative", "a", "n")
+
+
+@given(st.text(max_size=40))
+def test_any_name_is_refused_or_stays_inside(name):
+    root = "/srv/models/root"
+    try:
+        rel = cp.relative_name(name, "n")
+    except cp.PathError as err:
+        assert "n " in str(err)
+        return
+    joined = os.path.normpath(os.path.join(root, rel))
+    assert joined.startswith(root + "/")
+    assert rel == name
+
+
+@given(st.lists(st.sampled_from(["a", "..", ".", "", "b", "/", "c.d"]), max_size=6).map("/".join))
+def test_traversal_shapes_never_escape(name):
+    root = "/r"
+    try:
+        rel = cp.relative_name(name, "n")
+    except cp.PathError:
+        return
+    assert os.path.normpath(os.path.join(root, rel)).startswith("/r/")
