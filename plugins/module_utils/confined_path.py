@@ -35,25 +35,29 @@ class PathError(ValueError):
     """A name or path from outside data that may not be used."""
 
 
+def _segment_why_not(part: str) -> str | None:
+    if part == "":
+        return "has an empty segment"
+    if part in (".", ".."):
+        return f"has a '{part}' segment"
+    if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        return f"has a segment longer than {NAME_MAX} bytes"
+    return None
+
+
 def _why_not(name: object) -> str | None:
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a string"
-    if name == "":
-        return "is empty"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
-        return "contains a control character"
-    if "\\" in name:
-        return "contains a backslash"
-    if name.startswith("/"):
-        return "is absolute"
-    for part in name.split("/"):
-        if part == "":
-            return "has an empty segment"
-        if part in (".", ".."):
-            return f"has a '{part}' segment"
-        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
-            return f"has a segment longer than {NAME_MAX} bytes"
-    return None
+    whole = (
+        (name == "", "is empty"),
+        (any(ord(c) < 0x20 or ord(c) == 0x7F for c in name), "contains a control character"),
+        ("\\" in name, "contains a backslash"),
+        (name.startswith("/"), "is absolute"),
+    )
+    for refused, why in whole:
+        if refused:
+            return why
+    return next((why for why in map(_segment_why_not, name.split("/")) if why), None)
 
 
 def relative_name(name: object, what: str) -> str:

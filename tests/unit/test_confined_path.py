@@ -72,8 +72,7 @@ def test_any_name_is_refused_or_stays_inside(name):
     root = "/srv/models/root"
     try:
         rel = cp.relative_name(name, "n")
-    except cp.PathError as err:
-        assert "n " in str(err)
+    except cp.PathError:
         return
     joined = os.path.normpath(os.path.join(root, rel))
     assert joined.startswith(root + "/")
