@@ -113,6 +113,7 @@ __all__ = [
     "check_options",
     "collect",
     "evaluate",
+    "fails",
     "kernel_log_argv",
     "verdict",
     "xid_level",
@@ -310,6 +311,11 @@ def verdict(reasons: list[tuple[str, str]]) -> str:
         return HEALTHY
     worst = _level(reasons)
     return f"{worst}: " + "; ".join(pair[1] for pair in reasons if pair[0] == worst)
+
+
+def fails(level: str, fail_on: str) -> bool:
+    """Whether a node at ``level`` fails the task under ``fail_on`` (``none``, ``degraded``, ``failed``)."""
+    return fail_on != "none" and _RANK[level] >= _RANK[fail_on]
 
 
 def _level(reasons: list[tuple[str, str]]) -> str:

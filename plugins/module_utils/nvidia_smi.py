@@ -600,7 +600,7 @@ def _xml_number(gpu: ET.Element, path: str, source: str, unit: str | None = None
     match = _XML_NUMBER_RE.match(value)
     if not match or (unit is not None and match.group("unit") != unit):
         want = f"a number in {unit}" if unit else "a number"
-        raise NvidiaParseError(source, f"<{path}> is not {want}: {value!r}", value)
+        raise NvidiaParseError(source, f"<{path}> is not {want}", value)
     return float(match.group("num"))
 
 
@@ -619,7 +619,7 @@ def _xml_flag(gpu: ET.Element, path: str, source: str) -> bool | None:
     if value is None:
         return None
     if value not in _XML_FLAGS:
-        raise NvidiaParseError(source, f"<{path}> is not one of {', '.join(_XML_FLAGS)}: {value!r}", value)
+        raise NvidiaParseError(source, f"<{path}> is not one of {', '.join(_XML_FLAGS)}", value)
     return _XML_FLAGS[value]
 
 
