@@ -100,6 +100,9 @@ DEFAULTS: dict = {
     "expected_gpu_count": None,
 }
 KERNEL_LOG_SOURCES = ("journalctl", "dmesg", "file", "none")
+# journalctl's notice (on stderr, exit 0) to a user who may not read the system journal: its -k output is
+# then empty, which must not pass for "no Xid". (That is why the command has no -q: -q hides the notice.)
+JOURNAL_HIDDEN_HINT = "not seeing messages from other users and the system"
 FAIL_ON = ("none", "degraded", "failed")
 
 Run = Callable[[list[str]], "tuple[int, str, str]"]
@@ -175,7 +178,7 @@ def kernel_log_argv(source: str, since: str | None, path: str | None) -> list[st
         if not since.strip() or len(since) > 64 or any(not ch.isprintable() for ch in since):
             raise GpuHealthError(f"since must be a journalctl time of at most 64 printable characters, got {since!r}")
     if source == "journalctl":
-        return ["journalctl", "-k", "-q", "--no-pager", "-o", "short-iso"] + ([f"--since={since}"] if since else [])
+        return ["journalctl", "-k", "--no-pager", "-o", "short-iso"] + ([f"--since={since}"] if since else [])
     if source == "dmesg":
         return ["dmesg"]
     return None
@@ -414,6 +417,11 @@ def read_kernel_log(
     rc, out, err = run(argv)
     if rc != 0:
         return None, f"{' '.join(argv)} exited {rc}: {_short(err or out)}"
+    if JOURNAL_HIDDEN_HINT in err:
+        return None, (
+            "journalctl cannot see the system journal as this user (run the task with become, or add the user "
+            "to the systemd-journal or adm group)"
+        )
     return out, None
 
 

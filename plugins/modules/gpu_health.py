@@ -37,8 +37,8 @@ options:
   kernel_log:
     description:
       - Where the Xid lines come from.
-      - V(journalctl) runs C(journalctl -k -q --no-pager -o short-iso) (the current boot; O(since) narrows it).
-      - V(dmesg) runs C(dmesg) (the kernel ring buffer: since boot, or less when it wrapped).
+      - V(journalctl) runs C(journalctl -k --no-pager -o short-iso) (the current boot; O(since) narrows it).
+      - V(dmesg) runs C(dmesg) (the kernel ring buffer, since boot or less when it wrapped).
       - V(file) reads O(kernel_log_path) (a saved C(journalctl -k) or C(dmesg) output, or C(/dev/kmsg) records).
       - V(none) skips the kernel log.
       - A kernel log that cannot be read makes the node V(degraded) (the reason says why), not V(healthy).
@@ -185,7 +185,7 @@ gpus:
     name: {description: Product name, type: str}
     uuid: {description: GPU UUID, type: str}
     verdict: {description: This GPU's verdict, type: str, sample: "degraded: PCIe link Gen3 x8 (max Gen5 x16)"}
-    level: {description: V(healthy), V(degraded) or V(failed), type: str}
+    level: {description: "V(healthy), V(degraded) or V(failed)", type: str}
     reasons: {description: Every reason found on this GPU, type: list, elements: str}
     persistence_mode: {description: Persistence mode on, type: bool}
     recovery_action: {description: "The driver's recovery action (V(None) when nothing is needed)", type: str}
@@ -232,7 +232,7 @@ kernel_log:
   description: How the kernel log was read (source, command, since).
   returned: always
   type: dict
-  sample: {"source": "journalctl", "command": ["journalctl", "-k", "-q", "--no-pager", "-o", "short-iso"],
+  sample: {"source": "journalctl", "command": ["journalctl", "-k", "--no-pager", "-o", "short-iso"],
            "since": null}
 thresholds:
   description: The thresholds the verdicts used (the options with their defaults).

@@ -31,6 +31,8 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import 
     fails,
     gpu_reasons,
     kernel_log_argv,
+    read_kernel_log,
+    read_smi_xml,
     xid_level,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
@@ -392,11 +394,64 @@ def test_fail_on():
 
 
 def test_kernel_log_commands():
-    assert kernel_log_argv("journalctl", None, None) == ["journalctl", "-k", "-q", "--no-pager", "-o", "short-iso"]
+    assert kernel_log_argv("journalctl", None, None) == ["journalctl", "-k", "--no-pager", "-o", "short-iso"]
     assert kernel_log_argv("journalctl", "-1h", None)[-1] == "--since=-1h"
     assert kernel_log_argv("dmesg", None, None) == ["dmesg"]
     assert kernel_log_argv("file", None, "/var/tmp/dmesg.txt") is None
     assert kernel_log_argv("none", None, None) is None
+
+
+JOURNAL_HINT = (
+    "Hint: You are currently not seeing messages from other users and the system.\n"
+    "      Users in groups 'adm', 'systemd-journal' can see all messages.\n"
+    "      Pass -q to turn off this notice.\n"
+)
+
+
+def no_file(path: str) -> str:
+    raise FileNotFoundError(2, "No such file or directory", path)
+
+
+@pytest.mark.parametrize(
+    ("source", "path", "answer", "expected"),
+    [
+        (
+            "journalctl",
+            None,
+            (0, "2026-11-30T09:10:02+0000 h kernel: x\n", ""),
+            ("2026-11-30T09:10:02+0000 h kernel: x\n", None),
+        ),
+        ("journalctl", None, (0, "", JOURNAL_HINT), (None, "journalctl cannot see the system journal as this user")),
+        (
+            "dmesg",
+            None,
+            (1, "", "dmesg: read kernel buffer failed: Operation not permitted\n"),
+            (None, "dmesg exited 1: dmesg: read kernel buffer failed: Operation not permitted"),
+        ),
+        ("file", "/var/tmp/absent.txt", None, (None, "cannot read /var/tmp/absent.txt: No such file or directory")),
+        ("none", None, None, (None, None)),
+    ],
+)
+def test_reading_the_kernel_log(source, path, answer, expected):
+    argv = kernel_log_argv(source, None, path)
+    calls = []
+
+    def run(command):
+        calls.append(command)
+        return answer
+
+    text, problem = read_kernel_log(argv, source, path, run, no_file)
+    assert text == expected[0]
+    assert (problem or "").startswith(expected[1] or "")
+    assert calls == ([argv] if argv else [])
+
+
+def test_reading_nvidia_smi_names_the_failure():
+    assert read_smi_xml(None, "nvidia-smi", None) == (None, "nvidia-smi not found at nvidia-smi")
+    not_loaded = (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "")
+    text, problem = read_smi_xml("/usr/bin/nvidia-smi", "nvidia-smi", lambda argv: not_loaded)
+    assert text is None
+    assert problem.startswith("nvidia-smi -q -x failed (driver not loaded, exit 9): NVIDIA-SMI has failed")
 
 
 @pytest.mark.parametrize(
@@ -440,6 +495,9 @@ def test_documentation_matches_argument_spec_and_defaults():
             assert documented[name].get(key) == spec.get(key), (name, key)
     for name, value in DEFAULTS.items():
         assert documented[name].get("default") == value, name
+    for name, option in documented.items():  # a stray ": " in YAML turns a sentence into a mapping
+        lines = option["description"] if isinstance(option["description"], list) else [option["description"]]
+        assert all(isinstance(line, str) for line in lines), name
 
 
 # --------------------------------------------------------------------------- fixtures and the stand-in
@@ -636,4 +694,4 @@ def test_fuzz_since_is_one_argument_or_a_named_error(since):
         assert "since must be" in problem
     else:
         assert argv[-1] == f"--since={since}"
-        assert argv[:6] == kernel_log_argv("journalctl", None, None)
+        assert argv[:-1] == kernel_log_argv("journalctl", None, None)
