@@ -8,7 +8,7 @@ Inputs are what a failing card shows: ``nvidia-smi -q -x`` (parsed by
 (:func:`nvidia_smi.parse_xid_lines`). :func:`evaluate` turns them into a verdict per GPU and one for
 the node: ``healthy``, ``degraded: <why>`` (serve, but look at it) or ``failed: <why>`` (keep the node
 out). Reasons are joined with ``; `` in a fixed order (node first, then GPUs by index; per GPU: Xid,
-recovery action, row remapping, ECC, retired pages, PCIe link, clocks, power, persistence).
+trouble values, recovery action, row remapping, ECC, retired pages, PCIe link, clocks, power, persistence).
 :func:`evaluate` never raises on outside data: output it cannot parse is itself a ``failed`` reason.
 The rules and their sources are in docs/gpu-health.md.
 """
@@ -295,6 +295,8 @@ def _power_reasons(gpu: dict, options: dict) -> list[tuple[str, str]]:
 def gpu_reasons(gpu: dict, events: list[dict], options: dict) -> list[tuple[str, str]]:
     """(level, reason) pairs for one parsed GPU and its Xid events, in the documented order."""
     reasons = _xid_reasons(events, options["xid_ignore_codes"])
+    if gpu["trouble"]:
+        reasons.append((FAILED, f"nvidia-smi reads {', '.join(gpu['trouble'])}"))
     if gpu["recovery_action"] not in (None, "None"):
         reasons.append((FAILED, f"recovery action {gpu['recovery_action']}"))
     reasons += _remap_reasons(gpu["remapped_rows"])

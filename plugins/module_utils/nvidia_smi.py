@@ -641,6 +641,10 @@ def _clock_events(gpu: ET.Element, source: str) -> dict[str, bool | None]:
     return dict.fromkeys(CLOCK_EVENT_REASONS)
 
 
+# Values nvidia-smi prints in place of a reading when the GPU itself is in trouble (not merely "no value").
+_GPU_TROUBLE_VALUES = ("[GPU requires reset]", "[GPU is lost]", "[Unknown Error]")
+
+
 def _xml_gpu(gpu: ET.Element, position: int, source: str) -> dict:
     bus_id = gpu.get("id") or _xml_text(gpu, "pci/pci_bus_id")
     if not bus_id:
@@ -655,6 +659,9 @@ def _xml_gpu(gpu: ET.Element, position: int, source: str) -> dict:
         "uuid": _xml_text(gpu, "uuid"),
         "persistence_mode": _xml_flag(gpu, "persistence_mode", where),
         "recovery_action": _xml_text(gpu, "gpu_recovery_action"),
+        "trouble": sorted(
+            {node.text.strip()[1:-1] for node in gpu.iter() if (node.text or "").strip() in _GPU_TROUBLE_VALUES}
+        ),
         "performance_state": _xml_text(gpu, "performance_state"),
         "utilization_gpu": _xml_int(gpu, "utilization/gpu_util", where, "%"),
         "temperature_gpu": _xml_int(gpu, "temperature/gpu_temp", where, "C"),
@@ -706,9 +713,11 @@ def parse_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> dict:
     """Parse ``nvidia-smi -q -x`` into ``{"driver_version", "cuda_version", "attached_gpus", "gpus": [...]}``.
 
     One record per ``<gpu>`` in output order (which is nvidia-smi's index order), with the health fields:
-    persistence mode, recovery action, utilisation, PCIe link (current and max generation and width),
-    clock event reasons (bool per reason), power draw and limits (W), ECC mode and counters (volatile and
-    aggregate, whatever counters the GPU family has), retired pages, remapped rows and their histogram.
+    ``trouble`` (the distinct ``[GPU requires reset]``, ``[GPU is lost]``, ``[Unknown Error]`` values
+    printed in place of readings, brackets dropped), persistence mode, recovery action, utilisation, PCIe
+    link (current and max generation and width), clock event reasons (bool per reason), power draw and
+    limits (W), ECC mode and counters (volatile and aggregate, whatever counters the GPU family has),
+    retired pages, remapped rows and their histogram.
     Values nvidia-smi prints as ``N/A`` (or an element an older driver lacks) are None. A value of the
     wrong shape raises :class:`NvidiaParseError` naming the element and the GPU.
     """

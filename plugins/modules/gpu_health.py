@@ -18,9 +18,8 @@ description:
   - A verdict is V(healthy), V(degraded) followed by its reasons (it serves, but look at it) or V(failed)
     followed by its reasons (keep the node out of service). The reasons of the worst level are joined
     with semicolons in a fixed order, node reasons first (GPUs missing, nvidia-smi failing, Xid events of
-    a GPU nvidia-smi no longer lists), then each GPU
-    by index (Xid, recovery action, row remapping, ECC, retired pages, PCIe link, clocks, power,
-    persistence).
+    a GPU nvidia-smi no longer lists), then each GPU by index (Xid, readings nvidia-smi could not take,
+    recovery action, row remapping, ECC, retired pages, PCIe link, clocks, power, persistence).
   - Xid codes whose NVIDIA immediate action is a GPU reset, a reboot, or the ECC/NVLink workflow (for example
     48, 64, 74, 79, 95, 119, 120, 140) make the GPU V(failed); any other Xid makes it V(degraded).
     docs/gpu-health.md has the table and the sources.
@@ -189,6 +188,12 @@ gpus:
     reasons: {description: Every reason found on this GPU, type: list, elements: str}
     persistence_mode: {description: Persistence mode on, type: bool}
     recovery_action: {description: "The driver's recovery action (V(None) when nothing is needed)", type: str}
+    trouble:
+      description:
+        - The markers nvidia-smi printed instead of readings (C(GPU requires reset), C(GPU is lost),
+          C(Unknown Error)).
+      type: list
+      elements: str
     performance_state: {description: Performance state, type: str, sample: P0}
     utilization_gpu: {description: GPU utilisation in percent, type: int}
     temperature_gpu: {description: GPU temperature in C, type: int}

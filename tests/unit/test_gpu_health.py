@@ -314,6 +314,12 @@ def test_ignored_xid_codes_are_returned_but_not_judged():
         ({"ecc_errors__channel_repair_pending": "Yes"}, {}, "degraded: memory channel repair pending (reset the GPU)"),
         ({"ecc_mode__current_ecc": "Disabled"}, {}, "degraded: ECC disabled"),
         ({"gpu_recovery_action": "Reset"}, {}, "failed: recovery action Reset"),
+        (
+            {"utilization__gpu_util": "[GPU requires reset]", "temperature__gpu_temp": "[Unknown Error]"},
+            {},
+            "failed: nvidia-smi reads GPU requires reset, Unknown Error",
+        ),
+        ({"fan_speed": "N/A"}, {}, "healthy"),
         ({"persistence_mode": "Disabled"}, {}, "degraded: persistence mode off"),
         ({"persistence_mode": "Disabled"}, {"require_persistence_mode": False}, "healthy"),
         ({"retired_pages__pending_retirement": "Yes"}, {}, "degraded: page retirement pending (reset the GPU)"),
