@@ -37,6 +37,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import 
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
     NvidiaParseError,
+    parse_query_typed,
     parse_smi_xml,
     parse_xid_lines,
     pci_key,
@@ -112,6 +113,59 @@ def test_real_h200_is_healthy_even_when_idle_links_are_checked():
         result = evaluate(read(H200_XML), read(LOGS / "journal-clean.txt"), opts)
         assert result["verdict"] == "healthy", result["reasons"]
         assert result["gpus"][0]["verdict"] == "healthy"
+
+
+HEALTH_FIELDS = (
+    "index",
+    "pci.bus_id",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "utilization.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks_event_reasons.active",
+    "persistence_mode",
+    "ecc.errors.uncorrected.volatile.total",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+)
+
+
+@pytest.mark.parametrize(("xml", "csv"), [("load", "load"), ("idle-after-load", "idle")])
+def test_xml_agrees_with_the_query_csv_of_the_same_moment(xml, csv):
+    """Real captures on an H200: the XML parse and nvidia_smi's CSV parser read the same link, load and flags."""
+    (gpu,) = parse_smi_xml(read(FIX / f"h200-580/nvidia-smi-q-{xml}.xml"))["gpus"]
+    (row,) = parse_query_typed(read(FIX / f"h200-580/query-health-{csv}.csv"), HEALTH_FIELDS)
+    assert pci_key(gpu["pci_bus_id"]) == pci_key(row["pci.bus_id"])
+    link = gpu["pcie"]
+    assert (link["gen_current"], link["gen_max"], link["width_current"], link["width_max"]) == (
+        row["pcie.link.gen.current"],
+        row["pcie.link.gen.max"],
+        row["pcie.link.width.current"],
+        row["pcie.link.width.max"],
+    )
+    assert gpu["utilization_gpu"] == row["utilization.gpu"]
+    assert gpu["power"]["limit_w"] == row["power.limit"]
+    assert gpu["persistence_mode"] is row["persistence_mode"]
+    mask = sum(bit for name, bit in BUILD.REASON_BITS.items() if gpu["clock_events"][name])
+    assert mask == row["clocks_event_reasons.active"]
+    assert (row["remapped_rows.pending"], row["remapped_rows.failure"]) == ("No", "No")
+
+
+def test_real_h200_under_load_is_busy_and_healthy():
+    """The real load capture: busy (99 %, gpu_idle off), so link and power are judged, and pass."""
+    load = read(FIX / "h200-580/nvidia-smi-q-load.xml")
+    driver_lines = read(FIX / "h200-580/dmesg-nvidia.txt")
+    result = evaluate(load, driver_lines, options(expected_gpu_count=1))
+    assert result["verdict"] == "healthy"
+    assert result["xid_events"] == []
+    assert result["gpus"][0]["clock_events"]["sw_power_cap"] is True
+    strict = evaluate(load, driver_lines, options(min_power_percent=99.5))
+    assert strict["verdict"] == "degraded: gpu 0: under power: 692 W of 700 W (99%) at 99% utilisation"
+    idle = evaluate(read(FIX / "h200-580/nvidia-smi-q-idle-after-load.xml"), None, options(min_power_percent=99.5))
+    assert idle["verdict"] == "healthy"  # idle: power not judged
 
 
 @pytest.mark.parametrize(
