@@ -117,7 +117,10 @@ __all__ = [
     "collect",
     "evaluate",
     "fails",
+    "gpu_reasons",
     "kernel_log_argv",
+    "read_kernel_log",
+    "read_smi_xml",
     "verdict",
     "xid_level",
 ]
