@@ -11,6 +11,9 @@ Formats follow real captures (tests/unit/fixtures/nvidia/h200-580/):
 - ``nvidia-smi -q`` / plain ``nvidia-smi`` / ``nvidia-smi --version`` (driver and CUDA version)
 - ``nvidia-smi topo -m`` (P2P matrix with CPU/NUMA affinity columns)
 - ``nvidia-smi -L`` (GPU list)
+- ``nvidia-smi -q -x`` (the XML report: ECC, row remapping, retired pages, PCIe link, clock event
+  reasons, power, persistence; DTD and entity declarations refused)
+- ``NVRM: Xid`` lines of the kernel log (``journalctl -k``, ``dmesg``, ``/dev/kmsg`` records)
 
 Each parser raises :class:`NvidiaParseError` naming what it could not parse, with a snippet.
 """
@@ -21,6 +24,7 @@ import datetime
 import os
 import re
 import stat
+import xml.etree.ElementTree as ET  # nosec B405 - DTDs and entities are refused before parsing (parse_smi_xml)
 
 # Fields the nvidia_gpu_info module queries, in this order.
 GPU_INFO_FIELDS: tuple[str, ...] = (
@@ -529,3 +533,273 @@ def scan_device_nodes(dev_dir: str, name_as: str | None = None) -> list[dict]:
         shown = path if name_as is None else os.path.join(name_as, os.path.relpath(path, dev_dir))
         entries.append((shown, st.st_mode, st.st_rdev))
     return describe_device_nodes(entries)
+
+
+# --------------------------------------------------------------------------- -q -x (XML)
+
+# nvidia-smi 580 writes ``<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">`` (see the H200 capture):
+# that exact external reference (never fetched) is dropped; any other DOCTYPE, an internal subset or an
+# entity declaration is refused, so entity expansion ("billion laughs") and external entities cannot happen.
+_SMI_DOCTYPE_RE = re.compile(r'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v\d{1,3}\.dtd">')
+_XML_MAX_CHARS = 16 * 1024 * 1024
+_XML_NUMBER_RE = re.compile(r"^(?P<num>-?\d+(?:\.\d+)?)(?: ?(?P<unit>[A-Za-z%/()]+))?$")
+_XML_FLAGS = {"Yes": True, "No": False, "Enabled": True, "Disabled": False, "Active": True, "Not Active": False}
+# The clock event reasons, in the order nvidia-smi 580 prints them; older drivers say "throttle" for "event".
+CLOCK_EVENT_REASONS: tuple[str, ...] = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "display_clocks_setting",
+)
+
+
+def load_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> ET.Element:
+    """The root element (``nvidia_smi_log``) of ``nvidia-smi -q -x`` output, parsed safely.
+
+    Raises :class:`NvidiaParseError` for text that is too long, declares entities, carries a DOCTYPE
+    other than nvidia-smi's own external one, is not well-formed XML, or has another root element.
+    """
+    if len(text) > _XML_MAX_CHARS:
+        raise NvidiaParseError(source, f"output is longer than {_XML_MAX_CHARS} characters")
+    if "<!entity" in text.lower():
+        raise NvidiaParseError(source, "entity declarations are refused", text[text.lower().index("<!entity") :])
+    body = _SMI_DOCTYPE_RE.sub("", text, count=1)
+    if "<!doctype" in body.lower():
+        at = body.lower().index("<!doctype")
+        raise NvidiaParseError(
+            source, 'a DOCTYPE other than nvidia-smi\'s own (SYSTEM "nvsmi_device_vN.dtd") is refused', body[at:]
+        )
+    try:
+        root = ET.fromstring(body)  # nosec B314 - no DOCTYPE or entity can reach the parser (checked above)
+    except ET.ParseError as exc:
+        raise NvidiaParseError(source, f"not well-formed XML ({exc})", _first_lines(body)) from None
+    if root.tag != "nvidia_smi_log":
+        raise NvidiaParseError(source, f"root element is <{root.tag}>, not <nvidia_smi_log>")
+    return root
+
+
+def _xml_text(gpu: ET.Element, path: str) -> str | None:
+    """Stripped text of the element at ``path`` under ``gpu``; None when absent or an absent value (N/A)."""
+    node = gpu.find(path)
+    if node is None or node.text is None:
+        return None
+    value = node.text.strip()
+    return None if value in _ABSENT_VALUES or value == "" else value
+
+
+def _xml_number(gpu: ET.Element, path: str, source: str, unit: str | None = None) -> float | None:
+    """The number at ``path`` (``700.00 W``, ``16x``, ``3072 bank(s)``, ``0 us``, ``34 C``); None when absent."""
+    value = _xml_text(gpu, path)
+    if value is None:
+        return None
+    match = _XML_NUMBER_RE.match(value)
+    if not match or (unit is not None and match.group("unit") != unit):
+        want = f"a number in {unit}" if unit else "a number"
+        raise NvidiaParseError(source, f"<{path}> is not {want}", value)
+    return float(match.group("num"))
+
+
+def _xml_int(gpu: ET.Element, path: str, source: str, unit: str | None = None) -> int | None:
+    number = _xml_number(gpu, path, source, unit)
+    if number is None:
+        return None
+    if number != int(number):
+        raise NvidiaParseError(source, f"<{path}> is not a whole number: {number}", str(number))
+    return int(number)
+
+
+def _xml_flag(gpu: ET.Element, path: str, source: str) -> bool | None:
+    """Yes/No, Enabled/Disabled, Active/Not Active as a bool; None when absent."""
+    value = _xml_text(gpu, path)
+    if value is None:
+        return None
+    if value not in _XML_FLAGS:
+        raise NvidiaParseError(source, f"<{path}> is not one of {', '.join(_XML_FLAGS)}", value)
+    return _XML_FLAGS[value]
+
+
+def _xml_counts(gpu: ET.Element, path: str, source: str) -> dict[str, int | None]:
+    """Every child of ``path`` that holds a count (the ECC counters differ between GPU families)."""
+    node = gpu.find(path)
+    if node is None:
+        return {}
+    return {
+        child.tag: _xml_int(node, child.tag, source) for child in node if _xml_text(node, child.tag) not in _XML_FLAGS
+    }
+
+
+def _clock_events(gpu: ET.Element, source: str) -> dict[str, bool | None]:
+    for word in ("event", "throttle"):
+        node = gpu.find(f"clocks_{word}_reasons")
+        if node is not None:
+            return {name: _xml_flag(node, f"clocks_{word}_reason_{name}", source) for name in CLOCK_EVENT_REASONS}
+    return dict.fromkeys(CLOCK_EVENT_REASONS)
+
+
+# Values nvidia-smi prints in place of a reading when the GPU itself is in trouble (not merely "no value").
+_GPU_TROUBLE_VALUES = ("[GPU requires reset]", "[GPU is lost]", "[Unknown Error]")
+
+
+def _xml_gpu(gpu: ET.Element, position: int, source: str) -> dict:
+    bus_id = gpu.get("id") or _xml_text(gpu, "pci/pci_bus_id")
+    if not bus_id:
+        raise NvidiaParseError(source, f"<gpu> number {position} has no id (PCI bus id)")
+    where = f"{source} (GPU {bus_id})"
+    link = "pci/pci_gpu_link_info"
+    hist = "remapped_rows/row_remapper_histogram/row_remapper_histogram_"
+    return {
+        "index": position,
+        "pci_bus_id": bus_id,
+        "name": _xml_text(gpu, "product_name"),
+        "uuid": _xml_text(gpu, "uuid"),
+        "persistence_mode": _xml_flag(gpu, "persistence_mode", where),
+        "recovery_action": _xml_text(gpu, "gpu_recovery_action"),
+        "trouble": sorted(
+            {node.text.strip()[1:-1] for node in gpu.iter() if (node.text or "").strip() in _GPU_TROUBLE_VALUES}
+        ),
+        "performance_state": _xml_text(gpu, "performance_state"),
+        "utilization_gpu": _xml_int(gpu, "utilization/gpu_util", where, "%"),
+        "temperature_gpu": _xml_int(gpu, "temperature/gpu_temp", where, "C"),
+        "pcie": {
+            "gen_current": _xml_int(gpu, f"{link}/pcie_gen/current_link_gen", where),
+            "gen_max": _xml_int(gpu, f"{link}/pcie_gen/max_link_gen", where),
+            "width_current": _xml_int(gpu, f"{link}/link_widths/current_link_width", where, "x"),
+            "width_max": _xml_int(gpu, f"{link}/link_widths/max_link_width", where, "x"),
+            "replay_counter": _xml_int(gpu, "pci/replay_counter", where),
+        },
+        "clock_events": _clock_events(gpu, where),
+        "power": {
+            "draw_w": _xml_number(gpu, "gpu_power_readings/average_power_draw", where, "W"),
+            "draw_instant_w": _xml_number(gpu, "gpu_power_readings/instant_power_draw", where, "W"),
+            "limit_w": _xml_number(gpu, "gpu_power_readings/current_power_limit", where, "W"),
+            "default_limit_w": _xml_number(gpu, "gpu_power_readings/default_power_limit", where, "W"),
+            "max_limit_w": _xml_number(gpu, "gpu_power_readings/max_power_limit", where, "W"),
+        },
+        "ecc": {
+            "enabled": _xml_flag(gpu, "ecc_mode/current_ecc", where),
+            "pending_enabled": _xml_flag(gpu, "ecc_mode/pending_ecc", where),
+            "volatile": _xml_counts(gpu, "ecc_errors/volatile", where),
+            "aggregate": _xml_counts(gpu, "ecc_errors/aggregate", where),
+            "sram_threshold_exceeded": _xml_flag(gpu, "ecc_errors/aggregate/sram_threshold_exceeded", where),
+            "channel_repair_pending": _xml_flag(gpu, "ecc_errors/channel_repair_pending", where),
+            "tpc_repair_pending": _xml_flag(gpu, "ecc_errors/tpc_repair_pending", where),
+            "unrepairable_memory": _xml_flag(gpu, "ecc_errors/unrepairable_memory", where),
+        },
+        "retired_pages": {
+            "single_bit": _xml_int(gpu, "retired_pages/multiple_single_bit_retirement/retired_count", where),
+            "double_bit": _xml_int(gpu, "retired_pages/double_bit_retirement/retired_count", where),
+            "pending_blacklist": _xml_flag(gpu, "retired_pages/pending_blacklist", where),
+            "pending_retirement": _xml_flag(gpu, "retired_pages/pending_retirement", where),
+        },
+        "remapped_rows": {
+            "correctable": _xml_int(gpu, "remapped_rows/remapped_row_corr", where),
+            "uncorrectable": _xml_int(gpu, "remapped_rows/remapped_row_unc", where),
+            "pending": _xml_flag(gpu, "remapped_rows/remapped_row_pending", where),
+            "failure": _xml_flag(gpu, "remapped_rows/remapped_row_failure", where),
+            "histogram": {
+                level: _xml_int(gpu, hist + level, where, "bank(s)")
+                for level in ("max", "high", "partial", "low", "none")
+            },
+        },
+    }
+
+
+def parse_smi_xml(text: str, source: str = "nvidia-smi -q -x") -> dict:
+    """Parse ``nvidia-smi -q -x`` into ``{"driver_version", "cuda_version", "attached_gpus", "gpus": [...]}``.
+
+    One record per ``<gpu>`` in output order (which is nvidia-smi's index order), with the health fields:
+    ``trouble`` (the distinct ``[GPU requires reset]``, ``[GPU is lost]``, ``[Unknown Error]`` values
+    printed in place of readings, brackets dropped), persistence mode, recovery action, utilisation, PCIe
+    link (current and max generation and width), clock event reasons (bool per reason), power draw and
+    limits (W), ECC mode and counters (volatile and aggregate, whatever counters the GPU family has),
+    retired pages, remapped rows and their histogram.
+    Values nvidia-smi prints as ``N/A`` (or an element an older driver lacks) are None. A value of the
+    wrong shape raises :class:`NvidiaParseError` naming the element and the GPU.
+    """
+    root = load_smi_xml(text, source)
+    attached = root.findtext("attached_gpus")
+    if attached is None or not attached.strip().isdigit():
+        raise NvidiaParseError(source, "no <attached_gpus> count", str(attached))
+    gpus = [_xml_gpu(gpu, position, source) for position, gpu in enumerate(root.findall("gpu"))]
+    return {
+        "driver_version": (root.findtext("driver_version") or "").strip() or None,
+        "cuda_version": (root.findtext("cuda_version") or "").strip() or None,
+        "attached_gpus": int(attached.strip()),
+        "gpus": gpus,
+    }
+
+
+# --------------------------------------------------------------------------- kernel log: Xid
+
+# ``NVRM: Xid (PCI:0000:2b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`` (R525+),
+# ``NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: ...``, ``NVRM: Xid (0000:03:00): 14, Channel ...``
+# (older, no ``PCI:``). Whatever precedes ``NVRM:`` (journal or dmesg time, a kmsg record header) is ignored.
+_XID_RE = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<domain>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})"
+    r"(?:\.[0-7])?\): (?P<code>\d{1,4})(?:, (?P<rest>.*))?$"
+)
+_XID_PROCESS_RE = re.compile(
+    r"^pid=(?P<pid>'?<unknown>'?|\d{1,10})(?:, name=(?P<name>[^,]{0,256}))?(?:, ?(?P<text>.*))?$"
+)
+_XID_MARKER = "NVRM: Xid"
+_XID_TEXT_LEN = 200
+_ISO_TIME_RE = re.compile(r"^(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?) ")
+
+
+def pci_key(bus_id: str) -> str | None:
+    """``domain:bus:device`` in lower case with a 4-digit domain (how Xid lines name a GPU), from an
+    nvidia-smi bus id (``00000000:2B:00.0``) or an Xid address (``0000:2b:00``); None if it is neither."""
+    match = re.match(r"^(?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?$", bus_id.strip())
+    if not match:
+        return None
+    return f"{int(match.group(1), 16):04x}:{match.group(2).lower()}:{match.group(3).lower()}"
+
+
+def _printable(text: str, limit: int) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+
+
+def parse_xid_lines(text: str) -> dict:
+    """The ``NVRM: Xid`` events of a kernel log (journalctl -k, dmesg or /dev/kmsg text).
+
+    Returns ``{"events": [{"pci", "code", "pid", "process", "text", "time"}], "unparsed": [lines]}``:
+    ``pci`` as :func:`pci_key` names it, ``pid`` an int or None (``'<unknown>'``), ``time`` the line's
+    leading ISO time when it has one (``journalctl -o short-iso``, ``dmesg --time-format iso``).
+    A line that says ``NVRM: Xid`` but not in a known shape goes to ``unparsed`` (clipped, control
+    characters replaced): the caller decides, nothing is raised for free-form log text.
+    """
+    events: list[dict] = []
+    unparsed: list[str] = []
+    for line in text.splitlines():
+        at = line.find(_XID_MARKER)
+        if at < 0:
+            continue
+        match = _XID_RE.match(line[at:].rstrip())
+        if not match:
+            unparsed.append(_printable(line.strip(), _XID_TEXT_LEN))
+            continue
+        rest = match.group("rest") or ""
+        pid = process = None
+        proc = _XID_PROCESS_RE.match(rest)
+        if proc:
+            pid = int(proc.group("pid")) if proc.group("pid").isdigit() else None
+            name = (proc.group("name") or "").strip()
+            process = None if name in ("<unknown>", "") else _printable(name, 64)
+            rest = proc.group("text") or ""
+        stamp = _ISO_TIME_RE.match(line)
+        events.append(
+            {
+                "pci": pci_key(f"{match.group('domain')}:{match.group('bus')}:{match.group('device')}"),
+                "code": int(match.group("code")),
+                "pid": pid,
+                "process": process,
+                "text": _printable(rest.strip(), _XID_TEXT_LEN),
+                "time": stamp.group("time") if stamp else None,
+            }
+        )
+    return {"events": events, "unparsed": unparsed}
