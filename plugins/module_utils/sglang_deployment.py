@@ -250,7 +250,7 @@ def atomic_write(path: str, content: bytes, mode: int, uid: int, gid: int) -> No
 
 def _bad(dep_id: str, where: str, why: str) -> DeploymentError:
     return DeploymentError(
-        f"deployment {dep_id}: {MANIFEST} {where} {why}; the record is damaged (nothing was changed): "
+        f"deployment {dep_id}: {MANIFEST} {where} {why}; the record is damaged: "
         "remove that deployment directory and record again"
     )
 
@@ -292,14 +292,18 @@ def _check_file_entry(dep_id: str, index: int, entry: object) -> dict[str, Any]:
     return entry
 
 
+def _in_records(path: str, root: str) -> bool:
+    records = os.path.normpath(os.path.abspath(root))
+    return path == records or path.startswith(records.rstrip("/") + "/")
+
+
 def check_manifest(doc: object, dep_id: str, root: str) -> dict[str, Any]:
     """``doc`` (a parsed manifest.json) if it has the shape :func:`record` writes, else a
     DeploymentError naming the first wrong field. File paths must be absolute and normalised,
     each once, and outside ``root`` (the records)."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or isinstance(doc.get("schema"), bool):
         raise DeploymentError(
-            f"deployment {dep_id}: {MANIFEST} is not a gpufleet deployment manifest (schema {SCHEMA}); "
-            "nothing was changed"
+            f"deployment {dep_id}: {MANIFEST} is not a gpufleet deployment manifest (schema {SCHEMA})"
         )
     if set(doc) != _MANIFEST_KEYS:
         missing, extra = sorted(_MANIFEST_KEYS - set(doc)), sorted(set(doc) - _MANIFEST_KEYS)
@@ -321,7 +325,7 @@ def check_manifest(doc: object, dep_id: str, root: str) -> dict[str, Any]:
         _check_file_entry(dep_id, index, entry)
         if entry["path"] in paths or entry["stored"] in stored:
             raise _bad(dep_id, f"files[{index}]", f"names {entry['path']} or stored copy {entry['stored']} twice")
-        if entry["path"] == records or entry["path"].startswith(records.rstrip("/") + "/"):
+        if _in_records(entry["path"], root):
             raise _bad(dep_id, f"files[{index}].path", f"{entry['path']} lies in the deployment records {records}")
         paths.add(entry["path"])
         stored.add(entry["stored"])
@@ -363,7 +367,7 @@ def confine_record(root: str, name: str) -> str:
     try:
         path = confine(os.path.abspath(root), name, "deployment record")
     except PathError as exc:
-        raise DeploymentError(f"{exc}; nothing was changed") from exc
+        raise DeploymentError(str(exc)) from exc
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -465,6 +469,9 @@ def record(
     if only_if_none and current:
         return Outcome(False, current, previous, _public(load_manifest(root, current)))
     managed_path(release_dir, "release_dir")
+    for path in (pair[0] for pair in files):
+        if _in_records(managed_path(path), root):
+            raise DeploymentError(f"managed file {path} lies in the deployment records {root}; nothing was recorded")
     states = [read_file_state(path, secret) for path, secret in files]
     dep_id = deployment_id(release_dir, states, model, meta)
     manifest = {
@@ -560,8 +567,7 @@ def _read_release_link(release_link: str) -> str:
     except OSError as exc:
         if os.path.lexists(release_link):
             raise DeploymentError(
-                f"release link {release_link} is not a symbolic link; nothing was changed: make it the link "
-                "the sglang role creates"
+                f"release link {release_link} is not a symbolic link: make it the link the sglang role creates"
             ) from exc
         raise DeploymentError(f"cannot read release link {release_link}: {exc.strerror}") from exc
 
@@ -651,10 +657,14 @@ class _Transaction:
         return left
 
 
-def _describe_live(root: str, current: str, target: str, plan: list[_Planned], link_now: str) -> tuple[str, str]:
-    """What the node is on before the restore: (a deployment id or '', words for the messages)."""
+def _describe_live(
+    root: str, current: str, target: str, plan: list[_Planned], now: tuple[dict[str, Any], str]
+) -> tuple[str, str]:
+    """What the node is on before the restore: (a deployment id or '', words for the messages).
+    ``now``: the target's manifest and where the release link points."""
+    manifest, link_now = now
     if target == current:
-        if not plan and link_now == load_manifest(root, current)["release_dir"]:
+        if not plan and link_now == manifest["release_dir"]:
             return current, f"deployment {current}"
         differ = ", ".join(p.entry["path"] for p in plan) or "the release link"
         return "", f"its files as they were before this call (which differ from deployment {current} in {differ})"
@@ -676,27 +686,32 @@ def _restore(root: str, target: str, current: str, release_link: str, *, check: 
     or nothing (see :class:`_Transaction`). Order of the swap: the managed files, the release link,
     then the records (`current`, `previous`): the records move last, so until the very end they name
     the deployment the node was on."""
-    previous = _link_target(root, PREVIOUS)
-    manifest, contents = _load_deployment(root, target)
-    release_dir = manifest["release_dir"]
-    managed_path(release_link, "release link")
-    if any(entry["path"] == release_link for entry in manifest["files"]):
-        raise DeploymentError(f"deployment {target} names the release link {release_link} as a managed file; refused")
-    if not os.path.isdir(release_dir):
+    try:
+        previous = _link_target(root, PREVIOUS)
+        manifest, contents = _load_deployment(root, target)
+        release_dir = manifest["release_dir"]
+        managed_path(release_link, "release link")
+        if any(entry["path"] == release_link for entry in manifest["files"]):
+            raise DeploymentError(f"deployment {target} names the release link {release_link} as a managed file")
+        if not os.path.isdir(release_dir):
+            raise DeploymentError(f"deployment {target} needs release {release_dir}, which is gone")
+        plan = _restore_plan(manifest, contents)
+        link_now = _read_release_link(release_link)
+        link_change = link_now != release_dir
+        node_on, before = "", ""
+        if not check and (plan or link_change or target != current):
+            node_on, before = _describe_live(root, current, target, plan, (manifest, link_now))
+    except DeploymentError as exc:
         raise DeploymentError(
-            f"deployment {target} needs release {release_dir}, which is gone; nothing was changed", node_on=current
-        )
-    plan = _restore_plan(manifest, contents)
-    link_now = _read_release_link(release_link)
-    link_change = link_now != release_dir
+            f"{exc}; nothing was changed (the current deployment is still {current or 'none'})"
+        ) from exc
     diffs = [
         _file_diff(p.entry["path"], p.live.content, p.content, bool(p.entry.get("secret") or p.live.secret))
         for p in plan
     ]
     files_changed = [p.entry["path"] for p in plan]
     warnings: list[str] = []
-    if not check and (plan or link_change or target != current):
-        node_on, before = _describe_live(root, current, target, plan, link_now)
+    if before:
         txn = _stage(
             root,
             target,
