@@ -7,15 +7,21 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import sglang_deployment as dep
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -652,3 +658,104 @@ def test_fuzz_manifest_shapes_are_accepted_or_named(tmp_path_factory, top):
         assert os.path.normpath(entry["path"]) == entry["path"]
         assert not entry["path"].startswith("//")
         assert entry["stored"].isdigit()
+
+
+# --------------------------------------------------------------------------- the play's message (rollback.yml)
+
+
+def rollback_tasks() -> dict[str, dict]:
+    """The set_fact tasks of playbooks/tasks/rollback.yml by name (blocks and rescues flattened)."""
+    doc = yaml.safe_load((REPO / "playbooks" / "tasks" / "rollback.yml").read_text())
+    found: dict[str, dict] = {}
+
+    def walk(tasks):
+        for task in tasks:
+            found[task.get("name", "")] = task
+            for section in ("block", "rescue", "always"):
+                walk(task.get(section, []))
+
+    walk(doc)
+    return found
+
+
+def render(expression: str, variables: dict) -> str:
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+@pytest.mark.parametrize(
+    ("failed_result", "left"),
+    [
+        (
+            {"node_on": "d-00000000000000bb", "mixed": False},
+            "left on deployment d-00000000000000bb, as before the rollback,",
+        ),
+        (
+            {"node_on": "d-00000000000000aa", "mixed": False},
+            "left on deployment d-00000000000000aa, the one it went back to,",
+        ),
+        ({"node_on": "", "mixed": True}, "left with a MIX of two deployments (as named above),"),
+        ({"node_on": "", "mixed": False}, "left with its files as they were before the rollback,"),
+        ({}, "left with its files as they were before the rollback,"),
+    ],
+)
+def test_rollback_message_says_what_the_failed_restore_left(failed_result, left):
+    tasks = rollback_tasks()
+    facts = {
+        "ansible_failed_result": dict(failed_result, msg="sglang_deployment: restoring deployment ... failed"),
+        "__rollout_after": {"current": "d-00000000000000bb"},
+    }
+    noted = tasks["Note why the node could not go back"]["ansible.builtin.set_fact"]
+    for name, expression in noted.items():
+        facts[name] = render(expression, facts)
+    facts.update(
+        inventory_hostname="gpu-1",
+        __rollout_what="throughput gate FAIL (slow)",
+        __rollout_action="rolled_back",
+        __rollout_out_of_gateway=True,
+    )
+    message = render(tasks["Compose the message"]["ansible.builtin.set_fact"]["__rollout_message"], facts)
+    assert "It could not go back (sglang_deployment: restoring deployment ... failed)" in message
+    assert f"the node is {left} STOPPED and OUT of the gateway." in " ".join(message.split())
+
+
+# --------------------------------------------------------------------------- the module, as Ansible runs it
+
+
+def run_deployment_module(args: dict, workdir: Path, wrap: str = "") -> tuple[int, dict]:
+    """Run plugins/modules/sglang_deployment.py on an args file; ``wrap``: a shell prefix run first
+    in a private mount namespace (``unshare --mount``)."""
+    args_file = workdir / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    argv = [sys.executable, str(REPO / "plugins" / "modules" / "sglang_deployment.py"), str(args_file)]
+    if wrap:
+        argv = ["unshare", "--mount", "sh", "-ec", f"{wrap}; exec {shlex.join(argv)}"]
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root")
+def test_module_rollback_on_a_read_only_etc_fails_naming_the_deployment_the_node_is_on(tmp_path):
+    n = two_deployments(tmp_path / "n")
+    before = node_state(n)
+    etc = shlex.quote(str(n["etc"]))
+    rc, result = run_deployment_module(
+        {"root": str(n["root"]), "release_link": str(n["link"]), "state": "rolled_back"},
+        tmp_path,
+        wrap=f"mount --bind {etc} {etc}; mount -o remount,ro,bind {etc}",
+    )
+    assert rc == 1
+    assert result["failed"] is True
+    assert result["node_on"] == n["b"]
+    assert result["mixed"] is False
+    assert "Read-only file system" in result["msg"]
+    assert f"nothing was changed: the node is on deployment {n['b']}" in result["msg"]
+    assert node_state(n) == before
+    rc, result = run_deployment_module(
+        {"root": str(n["root"]), "release_link": str(n["link"]), "state": "rolled_back"}, tmp_path
+    )
+    assert (rc, result["current"], result["changed"]) == (0, n["a"], True)
