@@ -13,9 +13,18 @@ environment, secrets) and the model it serves, recorded together:
 
 The id is a digest of everything that defines the deployment, so rendering the same inputs
 again is the same deployment (idempotent), and anything that differs is a new one. A rollback
-restores the previous deployment's files byte for byte (temp file + fsync + rename), points the
-release link back at its release, makes it current and forgets `previous`, so a second rollback
-in a row has nothing to go back to and says so.
+restores the previous deployment's files byte for byte, points the release link back at its
+release, makes it current and forgets `previous`, so a second rollback in a row has nothing to go
+back to and says so.
+
+A rollback or restore is all or nothing (:class:`_Transaction`): every new file and link, and a
+copy of every live one it replaces, is staged under a temporary name next to it before anything is
+renamed into place (the managed files, the release link, then the records); a failure while
+renaming renames the copies back. The error says what the node is on (``node_on``, ``mixed``).
+
+Manifests and the record links are data from disk: checked (:func:`check_manifest`,
+:func:`deployment_segment`, ``confined_path``) before any path built from them is used, and read
+without ever opening a FIFO or following a link (:func:`_read_regular`).
 """
 
 from __future__ import annotations
@@ -586,7 +595,7 @@ class _Change:
 class _Transaction:
     """Stage every change first, then swap them in order; a failure during the swap puts back
     every change already swapped (by renaming the staged old state over it), so the node is left
-    as it was. Renames never need new space, so the undo does not fail for lack of it."""
+    as it was. A rename writes no file data, so the undo does not fail for lack of space."""
 
     def __init__(self) -> None:
         self.changes: list[_Change] = []
