@@ -14,6 +14,11 @@ file and is raised as ``FileWriteError`` whose message names the path and the re
 ``swap_symlink`` points a link at a new target the same way: a new link under a temporary name,
 renamed over the old one (there is never a moment without the link), then the directory fsynced.
 
+``stage_file`` and ``stage_symlink`` are the first half of each: the new file (fsynced, with
+its mode and owner) or link under a temporary name in the destination's directory, returned for
+the caller to rename into place with ``os.replace`` later, so that several files can be made
+ready before any of them changes (``sglang_deployment``'s all-or-nothing restore).
+
 ``fsync_dir`` makes a rename in a directory durable where the file system supports it.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import tempfile
 from collections.abc import Iterator
 
@@ -99,14 +105,56 @@ def replace_file(
     prefix: str = ".gpufleet.",
 ) -> None:
     """Atomically replace (or create) ``path`` with ``data``; see the module docstring."""
+    tmp = stage_file(path, data, mode=mode, uid=uid, gid=gid, prefix=prefix)
+    with _temporary(f"cannot write {path}") as pending:
+        pending.append(tmp)
+        os.replace(tmp, path)
+        pending.clear()
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def stage_file(
+    path: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    uid: int | None = None,
+    gid: int | None = None,
+    prefix: str = ".gpufleet.",
+) -> str:
+    """``data`` in a new temporary file next to ``path`` (fsynced, mode and owner set): its path.
+
+    ``path`` itself is not touched; ``os.replace(returned, path)`` makes it the new ``path``. On
+    error nothing is left behind and ``FileWriteError`` names ``path``.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     with _temporary(f"cannot write {path}") as pending:
         fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.path.basename(path)}.", suffix=".tmp", dir=directory)
         pending.append(tmp)
         _write_fd(fd, data, mode, uid, gid)
-        os.replace(tmp, path)
         pending.clear()
-        fsync_dir(directory)
+    return tmp
+
+
+def stage_symlink(target: str, link: str, *, prefix: str = ".gpufleet.") -> str:
+    """A new link to ``target`` under a fresh temporary name next to ``link``: its path.
+
+    ``link`` itself is not touched; ``os.replace(returned, link)`` repoints it. On error nothing
+    is left behind and ``FileWriteError`` names both.
+    """
+    directory = os.path.dirname(os.path.abspath(link))
+    with _temporary(f"cannot point {link} at {target}"):
+        attempts = 0
+        while True:
+            tmp = os.path.join(directory, f"{prefix}{os.path.basename(link)}.{secrets.token_hex(6)}.tmp")
+            try:
+                os.symlink(target, tmp)
+            except FileExistsError:
+                attempts += 1
+                if attempts >= 100:
+                    raise
+                continue
+            return tmp
 
 
 def swap_symlink(target: str, link: str, *, prefix: str = ".gpufleet.") -> bool:

@@ -27,6 +27,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.confined_path import PathError, relative_name
+
 Entry = tuple[str, str]
 
 PLATFORMS = ("proxmox", "lxc")
@@ -237,21 +239,55 @@ class BindMount:
     read_only: bool = True
 
 
+def _mount_path(value: object, what: str) -> str:
+    """``value`` without trailing ``/`` if it is an absolute, normalised path below ``/`` (not ``/``
+    itself) of letters, digits and ``._@+-/``; else an LxcGpuError naming ``what``."""
+    path = "" if value is None else str(value)
+    if not _MOUNT_PATH_RE.match(path):
+        raise LxcGpuError(
+            f"{what} {path!r} must be an absolute path of letters, digits and ._@+-/ (no spaces, commas or '..', not /)"
+        )
+    stripped = path.rstrip("/")
+    why = ("it is the container's root itself" if what.endswith("target") else "it is / itself") if not stripped else ""
+    if stripped:
+        try:
+            relative_name(stripped[1:], what)
+        except PathError:
+            why = "it has an empty, '.' or '..' segment, or one over 255 bytes"
+    if why:
+        raise LxcGpuError(
+            f"{what} {path!r} is not a path below / ({why}): give a normalised absolute path such as "
+            "/srv/models (not /, no '.', '..' or empty segments)"
+        )
+    return stripped
+
+
 def parse_bind_mounts(mounts: Iterable[Mapping[str, object]]) -> list[BindMount]:
-    """Checked bind mounts: absolute, plain paths (no spaces, commas or ``..``), distinct targets."""
+    """Checked bind mounts: absolute, normalised, plain paths below ``/`` (no spaces, commas,
+    ``.``, ``..`` or empty segments; a target never the container root itself), distinct targets."""
     out: list[BindMount] = []
     for item in mounts:
-        source, target = str(item.get("source", "")), str(item.get("target", ""))
-        for what, path in (("source", source), ("target", target)):
-            if not _MOUNT_PATH_RE.match(path) or "/../" in path + "/" or path == "/":
-                raise LxcGpuError(
-                    f"bind mount {what} {path!r} must be an absolute path of letters, digits and ._@+-/ "
-                    "(no spaces, commas or '..', not /)"
-                )
+        source = _mount_path(item.get("source", ""), "bind mount source")
+        target = _mount_path(item.get("target", ""), "bind mount target")
         if target in {m.target for m in out}:
             raise LxcGpuError(f"bind mount target {target} given twice")
-        out.append(BindMount(source.rstrip("/"), target.rstrip("/"), bool(item.get("read_only", True))))
+        out.append(BindMount(source, target, bool(item.get("read_only", True))))
     return out
+
+
+def check_mounts_root(root: object) -> str:
+    """``bind_mounts_root`` if it is empty (only the listed sources are managed) or a real
+    subdirectory of the host (absolute, normalised, not ``/``); else an LxcGpuError: with ``/``
+    (or what normalises to it) every bind mount of the container would be managed and removed."""
+    if root in (None, ""):
+        return ""
+    try:
+        return _mount_path(root, "bind_mounts_root")
+    except LxcGpuError as exc:
+        raise LxcGpuError(
+            f"{exc}; bind_mounts_root must be a subdirectory of the host such as the model store "
+            "(with / every bind mount of the container would count as managed and be removed)"
+        ) from exc
 
 
 def render_bind_mounts(mounts: Sequence[BindMount], platform: str, indexes: Sequence[int] = ()) -> list[Entry]:
@@ -603,7 +639,7 @@ def plan_config(
     if passthrough not in PASSTHROUGH:
         raise LxcGpuError(f"unknown passthrough {passthrough!r} (expected one of {', '.join(PASSTHROUGH)})")
     majors = set(owned_majors) | {n.major for n in nodes}
-    owned = owned_predicate(majors, [m.source for m in bind_mounts], bind_mounts_root)
+    owned = owned_predicate(majors, [m.source for m in bind_mounts], check_mounts_root(bind_mounts_root))
     if platform == "proxmox" and passthrough == "native":
         free = free_dev_indexes(used_dev_indexes(text, owned), len(nodes))
         block = render_native(nodes, free, mode=dev_mode, gid=dev_gid)

@@ -115,7 +115,9 @@ options:
       - Host directories bind-mounted into the container, read-only unless O(bind_mounts[].read_only=false),
         for example the host's model store.
       - Proxmox - C(mpN) entries in free slots; plain LXC - C(lxc.mount.entry) lines.
-      - Paths are absolute, of letters, digits and C(._@+-/) only.
+      - Paths are absolute and normalised, of letters, digits and C(._@+-/) only - no C(.), C(..) or empty
+        segment (C(//)); a trailing C(/) is dropped. A target is always below the container's root, never the
+        root itself (C(/), C(//), C(/./) fail naming the target).
     type: list
     elements: dict
     default: []
@@ -136,6 +138,9 @@ options:
     description:
       - Bind mounts whose source is under this host directory are managed by the module, so one no longer
         in O(bind_mounts) is removed. Empty - only the sources listed are managed.
+      - It must be a real subdirectory of the host, absolute and normalised (no C(.), C(..) or empty segment).
+        C(/), or a path that normalises to it, fails - with it every bind mount of the container would count
+        as managed and be removed.
     type: path
     default: ""
 attributes:

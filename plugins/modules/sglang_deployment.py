@@ -19,9 +19,19 @@ description:
     with sha256, mode and owner in a manifest) and makes it C(current); the deployment that was
     current becomes C(previous). The same files again are the same deployment (no change).
   - O(state=rolled_back) restores the C(previous) deployment as a whole - every managed file
-    byte-identical with its mode and owner (temp file, fsync, rename), the release link pointed
-    back at its release - makes it C(current) and forgets C(previous), so a second rollback in a
-    row fails with a message and changes nothing. The caller restarts the service.
+    byte-identical with its mode and owner, the release link pointed back at its release - makes
+    it C(current) and forgets C(previous), so a second rollback in a row fails with a message and
+    changes nothing. The caller restarts the service.
+  - A rollback or restore is all or nothing. Every new file and link, and a copy of every live one
+    it replaces, is first written under a temporary name next to it (fsynced, mode and owner set);
+    only then are they renamed into place - the managed files, then the release link, then the
+    records (C(current), C(previous)) - and the directories fsynced. A failure while staging
+    changes nothing; a failure while renaming renames the copies back, so the node is on the
+    deployment it was on before, and RV(msg) and RV(node_on) say which.
+  - Manifests are records read from disk and checked before any file operation - their shape, the
+    deployment ids (C(d-) and 16 hex digits), every path (absolute and normalised, outside O(root),
+    not the release link). A record that is not a regular file (a FIFO, a device, a link) is refused
+    without being opened.
   - O(state=restored) puts the live files and the release link back to the C(current) deployment
     (undoes what a run changed before it could record a new deployment, for example a release
     switch followed by a refused configuration); C(current) and C(previous) stay as they are.
@@ -124,9 +134,26 @@ release_link_changed:
   returned: when state is rolled_back or restored
   type: bool
 msg:
-  description: What a rollback or restore did.
+  description:
+    - What a rollback or restore did; on failure what went wrong and what the node is on now.
   returned: when state is rolled_back or restored
   type: str
+node_on:
+  description:
+    - On a failed rollback or restore, the deployment the node's managed files and release link are
+      exactly now (the one it was on before the call, or the restored one when it failed after every
+      change was in place and could not be undone); empty when the node was not on one whole
+      recorded deployment.
+  returned: on failure, when state is rolled_back or restored
+  type: str
+  sample: d-3f1c2b9a0d4e5f60
+mixed:
+  description:
+    - On a failed rollback or restore, true when the failure could not be undone and the node is
+      partly changed (RV(msg) lists the files of the restored deployment); false when the node was
+      left as it was.
+  returned: on failure, when state is rolled_back or restored
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -183,7 +210,12 @@ def run_module() -> None:
         else:
             outcome = query(params["root"])
     except DeploymentError as exc:
-        module.fail_json(msg=f"sglang_deployment: {exc}")
+        failed = {"msg": f"sglang_deployment: {exc}"}
+        if params["state"] in ("rolled_back", "restored"):
+            failed.update(node_on=exc.node_on, mixed=exc.mixed)
+        module.fail_json(**failed)
+    for warning in outcome.warnings:
+        module.warn(warning)
     result = {
         "changed": outcome.changed,
         "current": outcome.current,

@@ -132,6 +132,36 @@ def test_swap_symlink_clears_a_temp_link_left_by_a_crash(tmp_path):
     assert names(tmp_path) == ["current"]
 
 
+# --------------------------------------------------------------------------- stage_file, stage_symlink
+
+
+def test_stage_file_and_link_leave_the_destination_alone_until_renamed(tmp_path):
+    path, link = tmp_path / "unit.service", tmp_path / "current"
+    path.write_bytes(b"old\n")
+    link.symlink_to("releases/a")
+    staged = af.stage_file(str(path), b"new\n", mode=0o640, prefix=".")
+    staged_link = af.stage_symlink("releases/b", str(link), prefix=".")
+    other_link = af.stage_symlink("releases/c", str(link), prefix=".")  # a second one: its own name
+    assert (path.read_bytes(), os.readlink(link)) == (b"old\n", "releases/a")
+    assert Path(staged).parent == tmp_path
+    assert Path(staged).name.startswith(".unit.service.")
+    assert (Path(staged).read_bytes(), stat.S_IMODE(os.stat(staged).st_mode)) == (b"new\n", 0o640)
+    assert (os.readlink(staged_link), os.readlink(other_link)) == ("releases/b", "releases/c")
+    os.replace(staged, path)
+    os.replace(staged_link, link)
+    os.unlink(other_link)
+    assert (path.read_bytes(), os.readlink(link)) == (b"new\n", "releases/b")
+    assert names(tmp_path) == ["current", "unit.service"]
+
+
+def test_stage_file_error_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(af.os, "fsync", fail_with(errno.EIO))
+    with pytest.raises(af.FileWriteError, match=f"cannot write {tmp_path / 'f'}: Input/output error"):
+        af.stage_file(str(tmp_path / "f"), b"x")
+    monkeypatch.undo()
+    assert names(tmp_path) == []
+
+
 # --------------------------------------------------------------------------- the callers use it
 
 

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     DeviceNode,
@@ -430,3 +432,203 @@ def test_mount_point_keys_cannot_be_settings():
     # a single-valued mpN setting would delete the mount points the module manages
     with pytest.raises(LxcGpuError, match="settings key 'mp0' cannot be set"):
         plan_config("", platform="proxmox", nodes=[], settings={"mp0": "/srv/x,mp=/x"})
+
+
+# --------------------------------------------------------------------------- bind mounts confined below the root
+
+
+# "/", "x/..", "" and "/x/.." were refused before; these normalise to the root (or are not normalised) too
+@pytest.mark.parametrize("target", ["//", "///", "/./", "/.", "/a//b", "/a/./b", "/./srv/models"])
+def test_a_bind_mount_target_that_is_not_below_the_container_root_is_refused(target):
+    with pytest.raises(LxcGpuError, match=r"bind mount target .* is not a path below / \(it"):
+        parse_bind_mounts([{"source": "/srv/gpufleet/models", "target": target}])
+    # the normalised form is accepted (a trailing / dropped, as before)
+    assert parse_bind_mounts([{"source": "/srv/gpufleet/models/", "target": "/srv/models/"}]) == parse_bind_mounts(
+        STORE
+    )
+
+
+@pytest.mark.parametrize("source", ["//", "/./", "/srv//models", "/srv/./models", "/srv/models/."])
+def test_a_bind_mount_source_that_is_not_normalised_is_refused(source):
+    with pytest.raises(LxcGpuError, match=r"bind mount source .* is not a path below /"):
+        parse_bind_mounts([{"source": source, "target": "/srv/models"}])
+
+
+@pytest.mark.parametrize("root", ["/", "//", "/./", "/srv/..", "/srv//gpufleet", "/srv/./gpufleet", "srv/gpufleet"])
+def test_a_mounts_root_that_is_not_a_real_subdirectory_is_refused_and_nothing_is_removed(root):
+    text = "arch: amd64\nmp0: /srv/site,mp=/site\nmp1: /data/x,mp=/x,ro=1\n"
+    with pytest.raises(LxcGpuError, match=r"bind_mounts_root .* must be a subdirectory of the host"):
+        plan_config(text, platform="proxmox", nodes=[], bind_mounts=parse_bind_mounts(STORE), bind_mounts_root=root)
+
+
+# --------------------------------------------------------------------------- fuzz: the merge of a config from disk
+
+_PVE_READ = re.compile(r"^([A-Za-z0-9_.\-]+):\s?(.*)$")
+_LXC_READ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*=\s?(.*?)\s*$")
+FUZZ_MAJORS = {195, 510}
+REAL_LINES = [
+    "arch: amd64",
+    "cores: 8",
+    "hostname: ct-1",
+    "#GPU node",
+    "# odd \x0c\x85\u2028 comment",
+    "[snap1]",
+    "[pve:pending]",
+    "mp0: /srv/site,mp=/site",
+    "mp1: /srv/gpufleet/models,mp=/srv/models,ro=1",
+    "mp2: local-lvm:vm-101-disk-1,mp=/data,size=8G",
+    "mp3: /srv/gpufleet/models/extra,mp=/extra",
+    "dev0: /dev/nvidia0,mode=0666",
+    "dev1: /dev/dri/card0,gid=44",
+    "lxc.mount.entry: /srv/site srv/site none bind,create=dir 0 0",
+    "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,create=file 0 0",
+    "lxc.cgroup2.devices.allow: c 195:0 rwm",
+    "lxc.cgroup2.devices.allow: c 226:0 rwm",
+    "lxc.idmap: u 0 100000 65536",
+    "lxc.uts.name = g",
+    "lxc.mount.entry = /srv/site srv/site none bind 0 0",
+    "lxc.mount.entry = /srv/gpufleet/models srv/models none bind,ro,create=dir 0 0",
+    "lxc.cgroup2.devices.allow = c 510:0 rwm",
+    "lxc.cgroup2.devices.allow = c 10:200 rwm",
+    "cores = 4",
+    "",
+    "   ",
+]
+ODD = st.sampled_from(["\r", "\x00", "\x85", "\u2028", "\x0b", "\t", " ", "=", ":", "[", "#", ",", "/"])
+fuzz_text = st.text(alphabet=st.characters(blacklist_characters="\n") | ODD, max_size=24)
+fuzz_keys = st.sampled_from(["cores", "memory", "hostname", "lxc.prlimit.memlock", "mp0", "dev0", "lxc.mount.entry"])
+fuzz_line = (
+    st.sampled_from(REAL_LINES)
+    | fuzz_text
+    | st.builds(
+        lambda k, sep, v: f"{k}{sep}{v}", fuzz_keys | fuzz_text, st.sampled_from([": ", " = ", ":", "="]), fuzz_text
+    )
+)
+MOUNT_PATHS = ["/srv/gpufleet/models", "/srv/site", "/srv/models", "/data/x", "/", "//", "/./", "/x/..", "", "/a//b"]
+ROOTS = ["", "/", "//", "/./", "/srv/..", "/srv/gpufleet/models", "/srv/gpufleet/models/", "/srv", "/srv//gpufleet"]
+
+
+def _normal_below_root(path: str) -> bool:
+    """The test's own rule: absolute, not /, and every segment a real name."""
+    parts = path.rstrip("/").split("/")
+    return path.startswith("/") and len(parts) > 1 and all(p not in ("", ".", "..") for p in parts[1:])
+
+
+def _read(line: str, platform: str) -> tuple[str, str] | None:
+    line = line.removesuffix("\r")
+    if not line.strip() or line.lstrip().startswith("#"):
+        return None
+    match = (_PVE_READ if platform == "proxmox" else _LXC_READ).match(line)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _ours(entry: tuple[str, str], sources: set[str], root: str) -> bool:
+    """Which config entries the module may remove (its own), by the test's own reading."""
+    key, value = entry
+
+    def source_ours(src: str) -> bool:
+        return src in sources or (bool(root) and (src == root or src.startswith(root + "/")))
+
+    if re.fullmatch(r"mp\d+", key):
+        return source_ours(value.split(",", 1)[0])
+    if re.fullmatch(r"dev\d+", key):
+        return value.split(",", 1)[0].removeprefix("path=").startswith("/dev/nvidia")
+    if key in ("lxc.cgroup.devices.allow", "lxc.cgroup2.devices.allow"):
+        match = re.match(r"^\s*c\s+(\d+):", value)
+        return bool(match) and int(match.group(1)) in FUZZ_MAJORS
+    if key == "lxc.mount.entry":
+        fields = value.split()
+        return bool(fields) and (
+            fields[0].startswith("/dev/nvidia")
+            or (len(fields) > 1 and fields[1].strip("/") == "dev/shm")
+            or source_ours(fields[0])
+        )
+    return False
+
+
+def _is_subsequence(needles: list[str], haystack: list[str]) -> bool:
+    it = iter(haystack)
+    return all(any(n == h for h in it) for n in needles)
+
+
+@given(
+    case=st.fixed_dictionaries(
+        {
+            "lines": st.lists(fuzz_line, max_size=12),
+            "final_newline": st.booleans(),
+            "crlf": st.booleans(),
+            "platform": st.sampled_from(["proxmox", "lxc"]),
+            "passthrough": st.sampled_from(["native", "raw"]),
+            "settings": st.dictionaries(fuzz_keys | fuzz_text, fuzz_text | st.integers() | st.booleans(), max_size=2),
+            "mounts": st.lists(
+                st.fixed_dictionaries(
+                    {"source": st.sampled_from(MOUNT_PATHS), "target": st.sampled_from(MOUNT_PATHS)},
+                    optional={"read_only": st.booleans()},
+                ),
+                max_size=2,
+            ),
+            "root": st.sampled_from(ROOTS),
+            "shm": st.sampled_from(["", "64G"]),
+        }
+    )
+)
+def test_fuzz_merge_is_refused_by_name_or_correct_and_idempotent(case):
+    """Any config text, settings, bind mounts and managed root: an LxcGpuError, or a config that
+    keeps every line the module does not own (in order, sections verbatim), says each setting once,
+    mounts nothing at the container's root, and merges to itself again."""
+    lines, platform, settings, mounts, root = (case[k] for k in ("lines", "platform", "settings", "mounts", "root"))
+    text = ("\r\n" if case["crlf"] else "\n").join(lines) + ("\n" if case["final_newline"] and lines else "")
+    host = rtx_host(gpus=1)
+    nodes = select_device_nodes(host, [0], include_caps=False)
+    kwargs = {
+        "platform": platform,
+        "nodes": nodes,
+        "passthrough": case["passthrough"],
+        "settings": settings,
+        "shm_size": case["shm"],
+        "owned_majors": FUZZ_MAJORS,
+    }
+    try:
+        parsed = parse_bind_mounts(mounts)
+        out, block = plan_config(text, bind_mounts=parsed, bind_mounts_root=root, **kwargs)
+    except LxcGpuError as exc:
+        refused = str(exc)
+    else:
+        refused = ""
+    wellformed = (
+        not settings
+        and (root == "" or _normal_below_root(root))
+        and all(_normal_below_root(m["source"]) and _normal_below_root(m["target"]) for m in mounts)
+        and len({m["target"] for m in mounts}) == len(mounts)
+    )
+    event("refused" if refused else "merged")
+    if refused:
+        assert not wellformed, refused
+        return
+    assert root == "" or _normal_below_root(root), f"bind_mounts_root {root!r} was accepted"
+    assert plan_config(out, bind_mounts=parsed, bind_mounts_root=root, **kwargs)[0] == out
+    before, after = split_lines(text)[0], split_lines(out)[0]
+    cut_before = next((i for i, x in enumerate(before) if platform == "proxmox" and x.startswith("[")), len(before))
+    cut_after = next((i for i, x in enumerate(after) if platform == "proxmox" and x.startswith("[")), len(after))
+    assert before[cut_before:] == after[cut_after:]  # snapshot and pending sections verbatim
+    sources = {m.source for m in parsed}
+    single = {str(k) for k in settings}
+    kept = [
+        line
+        for line in before[:cut_before]
+        if (entry := _read(line, platform)) is None
+        or (entry[0] not in single and not _ours(entry, sources, root.rstrip("/")))
+    ]
+    assert _is_subsequence(kept, after[:cut_after]), "a line the module does not own was dropped"
+    sep = ": " if platform == "proxmox" else " = "
+    ours = {f"{k}{sep}{v}" for k, v in block} | {f"{k}{sep}{v}" for k, v in validate_settings(settings)}
+    for line in after[:cut_after]:
+        assert line in before or line.removesuffix("\r") in ours, line
+    for key, value in validate_settings(settings):
+        found = [e for line in after[:cut_after] if (e := _read(line, platform)) and e[0] == key]
+        assert found == [(key, value)]
+    for key, value in block:
+        if re.fullmatch(r"mp\d+", key):
+            assert _normal_below_root(value.split(",mp=", 1)[1].split(",", 1)[0]), value
+        elif key == "lxc.mount.entry":
+            assert _normal_below_root("/" + value.split()[1]), value

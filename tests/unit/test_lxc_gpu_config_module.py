@@ -362,3 +362,56 @@ def test_platform_lxc_and_its_deprecated_alias_flavour_write_the_same_config(tmp
     [deprecation] = result["deprecations"]
     assert "Alias 'flavour' is deprecated" in json.dumps(deprecation)
     assert "0.2.0" in json.dumps(deprecation)
+
+
+# --------------------------------------------------------------------------- bind mounts and their managed root
+
+
+@pytest.mark.parametrize("root", ["/", "//", "/./", "/srv/.."])
+@pytest.mark.parametrize("platform", ["proxmox", "lxc"])
+def test_a_mounts_root_of_slash_fails_and_keeps_every_user_mount(tmp_path, dev_dir, root, platform):
+    # with / as the managed root every mount of the container counted as managed and was deleted
+    conf = tmp_path / "101.conf"
+    conf.write_text(
+        BASE_PVE if platform == "proxmox" else "lxc.uts.name = g\nlxc.mount.entry = /srv/site srv/site none bind 0 0\n"
+    )
+    before = conf.read_bytes()
+    rc, result = run_module(
+        args_for(
+            conf,
+            dev_dir,
+            platform=platform,
+            bind_mounts=[{"source": "/srv/gpufleet/models", "target": "/srv/models"}],
+            bind_mounts_root=root,
+        ),
+        tmp_path,
+    )
+    assert rc != 0, result
+    assert f"bind_mounts_root {root!r}" in result["msg"]
+    assert "must be a subdirectory of the host" in result["msg"]
+    assert conf.read_bytes() == before
+    assert not [n for n in listing(tmp_path) if n.startswith(".lxc_gpu_config")]
+    # the store's own directory as the root: mounts under it are managed, the user's are kept
+    conf.write_bytes(before + ("mp1: /srv/gpufleet/models/old,mp=/old\n" if platform == "proxmox" else "").encode())
+    rc, result = run_module(
+        args_for(conf, dev_dir, platform=platform, bind_mounts_root="/srv/gpufleet/models/"), tmp_path
+    )
+    assert rc == 0, result
+    text = conf.read_text()
+    assert "/srv/gpufleet/models/old" not in text
+    kept = ["mp0: /srv/models,mp=/models,ro=1", "lxc.mount.entry: /srv/site srv/site none bind,create=dir 0 0"]
+    for line in kept if platform == "proxmox" else ["lxc.mount.entry = /srv/site srv/site none bind 0 0"]:
+        assert line in text.splitlines()
+
+
+@pytest.mark.parametrize("target", ["//", "/./", "/.", "///", "/srv//models"])
+@pytest.mark.parametrize("platform", ["proxmox", "lxc"])
+def test_a_bind_mount_at_the_container_root_fails_naming_the_target(tmp_path, dev_dir, target, platform):
+    conf = tmp_path / "101.conf"
+    conf.write_text(BASE_PVE if platform == "proxmox" else "lxc.uts.name = g\n")
+    before = conf.read_bytes()
+    mounts = [{"source": "/srv/gpufleet/models", "target": target}]
+    rc, result = run_module(args_for(conf, dev_dir, platform=platform, bind_mounts=mounts), tmp_path)
+    assert rc != 0, result
+    assert f"bind mount target {target!r} is not a path below /" in result["msg"]
+    assert conf.read_bytes() == before

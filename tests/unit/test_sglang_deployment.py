@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import json
 import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import sglang_deployment as dep
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -194,3 +207,555 @@ def test_restore_current_keeps_previous_and_needs_a_current(node):
     assert (done.current, done.previous) == (second.current, second.previous)
     assert (node["etc"] / "server.yaml").read_text() == "tp-size: 4\n"
     assert dep.query(str(node["root"])).previous == second.previous
+
+
+# --------------------------------------------------------------------------- all-or-nothing restore
+
+# the os calls a restore makes to change anything (and mkstemp's os.open, fsync_dir's os.open)
+FAULTABLE = ("open", "write", "fsync", "fchmod", "fchown", "replace", "rename", "symlink", "unlink")
+
+
+class Faults:
+    """Count the faultable os calls of one restore; raise OSError(EIO) on call ``fail_at``
+    (1-based), and with ``and_after`` on every call after it too (a failing disk)."""
+
+    def __init__(self, fail_at: int = 0, and_after: bool = False) -> None:
+        self.fail_at = fail_at
+        self.and_after = and_after
+        self.calls: list[str] = []
+        self.real = {name: getattr(os, name) for name in FAULTABLE}
+
+    def __enter__(self) -> Faults:
+        for name, real in self.real.items():
+            setattr(os, name, self._wrap(name, real))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, real in self.real.items():
+            setattr(os, name, real)
+
+    def _wrap(self, name, real):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            n = len(self.calls)
+            if self.fail_at and (n == self.fail_at or (self.and_after and n > self.fail_at)):
+                raise OSError(errno.EIO, f"injected fault in os.{name} (call {n})")
+            return real(*args, **kwargs)
+
+        return call
+
+
+def attempt(fn, *args, faults: Faults | None = None):
+    """(result, None) or (None, the DeploymentError): run under ``faults``."""
+    with faults or Faults():
+        try:
+            return fn(*args), None
+        except dep.DeploymentError as exc:
+            return None, exc
+
+
+def two_deployments(base: Path) -> dict:
+    """A node on deployment B (new) with A (old) as previous; they differ in five ways across the
+    managed files (content, mode, a file only A has, a file only B has, the secret) and the release."""
+    base.mkdir()
+    rel_a, rel_b, etc = base / "releases" / "a", base / "releases" / "b", base / "etc"
+    for d in (rel_a, rel_b, etc):
+        d.mkdir(parents=True)
+    link = base / "current"
+    link.symlink_to(rel_a)
+    names = ["unit.service", "server.yaml", "server.env", "secrets.env", "only-a.env", "only-b.env"]
+    paths = [str(etc / n) for n in names]
+    managed = [(p, p.endswith("secrets.env")) for p in paths]
+    (etc / "unit.service").write_text("[Service]\nDescription=A\n")
+    (etc / "server.yaml").write_text("tp-size: 8\n")
+    (etc / "server.env").write_bytes(b"K=A\r\nNO_FINAL_NEWLINE=1")
+    os.chmod(etc / "server.env", 0o640)
+    (etc / "secrets.env").write_text("SGLANG_API_KEY=a\n")
+    os.chmod(etc / "secrets.env", 0o600)
+    (etc / "only-a.env").write_text("A_ONLY=1\n")
+    root = base / "deployments"
+    a = dep.record(str(root), str(rel_a), managed, {}, {"v": "a"})
+    (etc / "unit.service").write_text("[Service]\nDescription=B\n")
+    os.chmod(etc / "server.env", 0o644)
+    (etc / "secrets.env").write_text("SGLANG_API_KEY=b\n")
+    (etc / "only-a.env").unlink()
+    (etc / "only-b.env").write_text("B_ONLY=1\n")
+    link.unlink()
+    link.symlink_to(rel_b)
+    b = dep.record(str(root), str(rel_b), managed, {}, {"v": "b"})
+    return {"base": base, "root": root, "link": link, "etc": etc, "paths": paths, "a": a.current, "b": b.current}
+
+
+def node_state(n: dict) -> dict:
+    """Everything a restore may change, exactly: each managed file's bytes, mode and owner (or
+    absent), the release link, the records' links (paths relative to the node, to compare nodes)."""
+    out: dict = {}
+    for path in n["paths"]:
+        name = os.path.basename(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            out[name] = None
+            continue
+        out[name] = (Path(path).read_bytes(), st.st_mode, st.st_uid, st.st_gid)
+    out["release_link"] = os.path.relpath(os.readlink(n["link"]), n["base"])
+    for name in ("current", "previous"):
+        link = n["root"] / name
+        target = os.readlink(link) if os.path.lexists(link) else None
+        out[name] = {n["a"]: "A", n["b"]: "B"}.get(target, target)
+    return out
+
+
+def temporaries(n: dict) -> list[str]:
+    return sorted(
+        str(p) for d in (n["etc"], n["root"], n["link"].parent) for p in d.iterdir() if p.name.startswith(".")
+    )
+
+
+def wanted_states(tmp_path: Path, restore) -> tuple[dict, dict, int]:
+    """The state before, the state after a restore that succeeds, and how many faultable calls it makes."""
+    n = two_deployments(tmp_path / "reference")
+    before = node_state(n)
+    with Faults() as counted:
+        restore(n)
+    return before, node_state(n), len(counted.calls)
+
+
+def test_rollback_is_all_or_nothing_whatever_step_fails(tmp_path):
+    """A fault at every single os call of a rollback, one run each: the node is on exactly one of the
+    two deployments, byte for byte, and the outcome says which."""
+
+    def restore(n):
+        return dep.rollback(str(n["root"]), str(n["link"]))
+
+    before, after, steps = wanted_states(tmp_path, restore)
+    assert before != after
+    assert after["current"] != before["current"]
+    assert after["previous"] is None
+    assert steps > 20  # staging, swapping and fsyncing five files, the release link and the records
+    outcomes = {"failed": 0, "done": 0}
+    for k in range(1, steps + 1):
+        n = two_deployments(tmp_path / f"k{k}")
+        out, exc = attempt(dep.rollback, str(n["root"]), str(n["link"]), faults=Faults(fail_at=k))
+        if exc is not None:
+            message = str(exc)
+            assert node_state(n) == before, (k, message)
+            assert not exc.mixed, (k, message)
+            assert exc.node_on in ("", n["b"]), (k, message)
+            assert n["b"] in message, (k, message)
+            assert "nothing was changed" in message or "every change was undone" in message, (k, message)
+            assert f"on deployment {n['a']}" not in message, (k, message)
+            assert temporaries(n) == [], (k, temporaries(n))
+            outcomes["failed"] += 1
+            continue
+        assert node_state(n) == after, k
+        assert out.current == n["a"], k
+        assert [w for w in out.warnings if "could not remove the temporary" not in w] == []
+        assert len(temporaries(n)) == len(out.warnings), (k, temporaries(n), out.warnings)
+        outcomes["done"] += 1
+    # the fault hit the reading, the staging and the swap (failed) and the clean-up after it (done)
+    assert outcomes["failed"] > steps // 2
+    assert outcomes["done"] >= 1
+
+
+def test_a_fault_during_the_swap_names_the_deployment_the_node_is_still_on(tmp_path, monkeypatch):
+    n = two_deployments(tmp_path / "n")
+    before = node_state(n)
+    real = os.replace
+    done = []
+
+    def third_swap_fails(src, dst, *args, **kwargs):
+        # the third rename of a staged file into place: two managed files are already swapped
+        if ".tmp" in str(src) and str(dst).startswith(str(n["etc"])):
+            done.append(dst)
+            if len(done) == 3:
+                raise OSError(errno.EIO, "Input/output error")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", third_swap_fails)
+    with pytest.raises(dep.DeploymentError) as caught:
+        dep.rollback(str(n["root"]), str(n["link"]))
+    monkeypatch.undo()
+    message = str(caught.value)
+    assert f"every change was undone: the node is on deployment {n['b']}" in message
+    assert "the file is unchanged" not in message
+    assert caught.value.node_on == n["b"]
+    assert node_state(n) == before
+    assert temporaries(n) == []
+    # and the rollback can simply be run again
+    again = dep.rollback(str(n["root"]), str(n["link"]))
+    assert again.current == n["a"]
+
+
+def test_a_failing_undo_is_reported_as_mixed_with_the_files_named(tmp_path):
+    """A disk that fails from some call on: the undo fails too; the message says exactly which
+    deployment (or that it is a mix, and of what) and that is what is on disk."""
+
+    def restore(n):
+        return dep.rollback(str(n["root"]), str(n["link"]))
+
+    before, after, steps = wanted_states(tmp_path, restore)
+    seen_mixed = 0
+    for k in range(1, steps + 1):
+        n = two_deployments(tmp_path / f"k{k}")
+        out, failed = attempt(dep.rollback, str(n["root"]), str(n["link"]), faults=Faults(fail_at=k, and_after=True))
+        state = node_state(n)
+        if failed is None:
+            assert out.current == n["a"]
+            assert state == after, k
+        elif failed.mixed:
+            seen_mixed += 1
+            assert "the node is MIXED" in str(failed)
+            assert state not in (before, after), k
+            named = str(failed).split("the node is MIXED: ", 1)[1].split(" are those of", 1)[0].split(", ")
+            assert named
+            for path in named:
+                if path in n["paths"]:
+                    assert state[os.path.basename(path)] == after[os.path.basename(path)], (k, path)
+        elif failed.node_on == n["a"]:
+            assert state == after, (k, str(failed))
+        else:
+            assert state == before, (k, str(failed))
+            assert failed.node_on in ("", n["b"])
+    assert seen_mixed >= 1
+
+
+def test_restore_current_is_all_or_nothing_whatever_step_fails(tmp_path):
+    """restored: the live files drifted from the record; a fault anywhere leaves them as they were
+    (and says they differ from the record) or makes them the record, never a mix."""
+
+    def drift(n):
+        Path(n["paths"][0]).write_text("[Service]\nDescription=drifted\n")
+        Path(n["paths"][1]).unlink()
+        n["link"].unlink()
+        n["link"].symlink_to(n["root"])
+
+    def restore(n):
+        drift(n)
+        return dep.restore_current(str(n["root"]), str(n["link"]))
+
+    reference = two_deployments(tmp_path / "drifted")
+    drift(reference)
+    drifted = node_state(reference)
+    recorded, after, steps = wanted_states(tmp_path, restore)
+    assert after == recorded  # restored = exactly the recorded deployment again
+    for k in range(1, steps + 1):
+        n = two_deployments(tmp_path / f"k{k}")
+        drift(n)
+        out, exc = attempt(dep.restore_current, str(n["root"]), str(n["link"]), faults=Faults(fail_at=k))
+        if exc is not None:
+            assert node_state(n) == drifted, (k, str(exc))
+            assert exc.node_on == ""  # the node was not on a whole deployment before
+            assert not exc.mixed
+            assert n["b"] in str(exc)
+            assert temporaries(n) == []
+            continue
+        assert node_state(n) == after, k
+        assert out.current == n["b"]
+
+
+# --------------------------------------------------------------------------- manifests are records from disk
+
+
+def manifest_path(n: dict, dep_id: str) -> Path:
+    return n["root"] / dep_id / "manifest.json"
+
+
+def rewrite(n: dict, dep_id: str, change) -> None:
+    path = manifest_path(n, dep_id)
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda d: d.update(files={}), "files is a dict, not a list"),
+        (lambda d: d.update(release_dir="relative/rel"), "release_dir the path 'relative/rel' is not an absolute path"),
+        (
+            lambda d: d.update(release_dir="/opt/x/../../etc"),
+            "release_dir the path '/opt/x/../../etc' is not a normalised",
+        ),
+        (lambda d: d.update(model=[]), "model is a list, not an object"),
+        (lambda d: d.pop("created"), "missing ['created']"),
+        (lambda d: d.update(extra=1), "unexpected ['extra']"),
+        (lambda d: d["files"].__setitem__(0, "x"), "files[0] is a str, not an object"),
+        (lambda d: d["files"][0].update(path="/etc/../etc/shadow"), "files[0].path the path '/etc/../etc/shadow'"),
+        (lambda d: d["files"][0].update(path="//etc/x"), "files[0].path the path '//etc/x'"),
+        (lambda d: d["files"][0].update(path="/etc/x\n"), "control character"),
+        (lambda d: d["files"][0].update(stored="../../../etc/passwd"), "files[0].stored is '../../../etc/passwd'"),
+        (lambda d: d["files"][0].update(stored=0), "files[0].stored is 0, not the decimal index"),
+        (lambda d: d["files"][0].update(sha256="x" * 64), "files[0].sha256 is"),
+        (lambda d: d["files"][0].update(mode=420), "files[0].mode is 420, not four octal digits"),
+        (lambda d: d["files"][0].update(uid=-1), "files[0].uid is -1, not a non-negative integer"),
+        (lambda d: d["files"][0].update(gid=True), "files[0].gid is True"),
+        (lambda d: d["files"][0].update(secret="no"), "files[0].secret is 'no', not true or false"),
+        (lambda d: d["files"][1].update(path=d["files"][0]["path"]), "twice"),
+        (lambda d: d["files"][0].pop("sha256"), "missing ['sha256']"),
+        (lambda d: d["files"][0].update(absent=True), "unexpected ['gid', 'mode', 'sha256', 'uid']"),
+    ],
+)
+def test_a_wrong_manifest_is_named_before_any_file_operation(tmp_path, change, needle):
+    n = two_deployments(tmp_path / "n")
+    rewrite(n, n["a"], change)
+    before = node_state(n)
+    with pytest.raises(dep.DeploymentError) as caught:
+        dep.rollback(str(n["root"]), str(n["link"]))
+    assert needle in str(caught.value)
+    assert f"deployment {n['a']}: manifest.json" in str(caught.value)
+    assert "nothing was changed" in str(caught.value)
+    assert node_state(n) == before
+
+
+def test_a_manifest_path_inside_the_records_is_refused(tmp_path):
+    n = two_deployments(tmp_path / "n")
+    target = str(n["root"] / "current")
+    rewrite(n, n["a"], lambda d: d["files"][0].update(path=target))
+    with pytest.raises(dep.DeploymentError, match=r"lies in the deployment records"):
+        dep.rollback(str(n["root"]), str(n["link"]))
+    with pytest.raises(dep.DeploymentError, match=r"lies in the deployment records"):
+        dep.record(str(n["root"]), "/opt/r", [(target, False)], {}, {})
+
+
+@pytest.mark.parametrize("target", ["../../etc", "/etc", "d-0123", "d-0123456789ABCDEF", "d-0123456789abcdef/x", ".."])
+def test_a_record_link_that_is_not_a_deployment_id_is_refused(tmp_path, target):
+    n = two_deployments(tmp_path / "n")
+    (n["root"] / "previous").unlink()
+    (n["root"] / "previous").symlink_to(target)
+    before = node_state(n)
+    with pytest.raises(dep.DeploymentError, match=r"previous points at .*(not a deployment id|'d-' and 16 hex digits)"):
+        dep.rollback(str(n["root"]), str(n["link"]))
+    assert node_state(n) == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory", "socket"])
+def test_a_manifest_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, kind, monkeypatch):
+    n = two_deployments(tmp_path / "n")
+    path = manifest_path(n, n["b"])
+    kept = path.read_bytes()
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        (tmp_path / "elsewhere.json").write_bytes(kept)
+        path.symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        monkeypatch.chdir(path.parent)  # an AF_UNIX path is limited to 108 bytes
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(path.name)
+        sock.close()
+
+    with within(5), pytest.raises(dep.DeploymentError, match=r"manifest .*manifest\.json is not a regular file"):
+        dep.query(str(n["root"]))
+
+
+@contextlib.contextmanager
+def within(seconds: int):
+    """Fail (TimeoutError) instead of hanging when the block blocks, e.g. opening a FIFO."""
+
+    def blocked(*args):
+        raise TimeoutError(f"blocked for {seconds} s (a FIFO opened for reading?)")
+
+    old = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_stored_copy_that_is_a_fifo_or_a_link_is_refused(tmp_path):
+    n = two_deployments(tmp_path / "n")
+    stored = n["root"] / n["a"] / "files" / "0"
+    stored.unlink()
+    os.mkfifo(stored)
+    before = node_state(n)
+    with (
+        within(5),
+        pytest.raises(dep.DeploymentError, match=r"stored copy of .*unit\.service .* is not a regular file \(a FIFO\)"),
+    ):
+        dep.rollback(str(n["root"]), str(n["link"]))
+    assert node_state(n) == before
+
+
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [("outside", r"leads out of .* through a symlink"), ("inside", r"is not a directory \(a symbolic link\)")],
+)
+def test_a_deployment_directory_that_is_a_link_is_refused(tmp_path, where, needle):
+    n = two_deployments(tmp_path / "n")
+    real = n["root"] / n["a"]
+    moved = tmp_path / "moved" if where == "outside" else n["root"] / "moved"
+    real.rename(moved)
+    real.symlink_to(moved)
+    before = node_state(n)
+    with pytest.raises(dep.DeploymentError, match=needle):
+        dep.rollback(str(n["root"]), str(n["link"]))
+    assert node_state(n) == before
+
+
+@pytest.mark.parametrize("path", ["/etc/x/../shadow", "/etc//x", "/etc/x/", "/", "/etc/./x", "/etc/x\x00"])
+def test_record_refuses_a_managed_path_that_is_not_normalised(tmp_path, path):
+    with pytest.raises(dep.DeploymentError, match=r"managed file .* is not a normalised absolute path"):
+        dep.record(str(tmp_path / "d"), "/opt/r", [(path, False)], {}, {})
+    assert not (tmp_path / "d").exists()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+entry_fields = {
+    "path": st.sampled_from(["/etc/a", "etc/a", "/etc/../a", "//a", "/", "", "/etc/a/"]) | st.text(max_size=12),
+    "sha256": st.sampled_from(["0" * 64, "A" * 64, "0" * 63]) | json_values,
+    "mode": st.sampled_from(["0644", "644", "0o644", "9999"]) | json_values,
+    "uid": st.sampled_from([0, -1, True, 1.5, "0"]),
+    "gid": st.sampled_from([0, -1, False, None]),
+    "stored": st.sampled_from(["0", "1", "01", "../x", "", "0/1", 0]),
+    "secret": st.sampled_from([True, False, 0, "yes"]),
+    "absent": st.sampled_from([True, False, 1]),
+}
+
+
+@given(
+    top=st.fixed_dictionaries(
+        {},
+        optional={
+            "schema": st.sampled_from([1, True, 2, "1"]),
+            "id": st.sampled_from(["ID", "d-0", None]),
+            "created": json_values,
+            "release_dir": entry_fields["path"],
+            "model": json_values,
+            "meta": json_values,
+            "files": st.lists(st.fixed_dictionaries({}, optional=entry_fields) | json_values, max_size=3) | json_values,
+            "extra": json_values,
+        },
+    )
+)
+def test_fuzz_manifest_shapes_are_accepted_or_named(tmp_path_factory, top):
+    """Any JSON in manifest.json: a DeploymentError naming it, or a manifest whose every path and id
+    is as record() writes them; never another exception."""
+    root = tmp_path_factory.mktemp("fuzz")
+    dep_id = "d-0123456789abcdef"
+    (root / dep_id / "files").mkdir(parents=True)
+    for name in ("0", "1", "01"):
+        (root / dep_id / "files" / name).write_bytes(b"")
+    doc = {k: (dep_id if v == "ID" else v) for k, v in top.items()}
+    (root / dep_id / "manifest.json").write_text(json.dumps(doc))
+    manifest, exc = attempt(dep.load_manifest, str(root), dep_id)
+    if exc is not None:
+        assert str(exc).startswith(f"deployment {dep_id}:")
+        return
+    assert manifest["schema"] == 1
+    assert manifest["id"] == dep_id
+    for entry in manifest["files"]:
+        assert entry["path"].startswith("/")
+        assert os.path.normpath(entry["path"]) == entry["path"]
+        assert not entry["path"].startswith("//")
+        assert entry["stored"].isdigit()
+
+
+# --------------------------------------------------------------------------- the play's message (rollback.yml)
+
+
+def rollback_tasks() -> dict[str, dict]:
+    """The set_fact tasks of playbooks/tasks/rollback.yml by name (blocks and rescues flattened)."""
+    doc = yaml.safe_load((REPO / "playbooks" / "tasks" / "rollback.yml").read_text())
+    found: dict[str, dict] = {}
+
+    def walk(tasks):
+        for task in tasks:
+            found[task.get("name", "")] = task
+            for section in ("block", "rescue", "always"):
+                walk(task.get(section, []))
+
+    walk(doc)
+    return found
+
+
+def render(expression: str, variables: dict) -> str:
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+@pytest.mark.parametrize(
+    ("failed_result", "left"),
+    [
+        (
+            {"node_on": "d-00000000000000bb", "mixed": False},
+            "left on deployment d-00000000000000bb, as before the rollback,",
+        ),
+        (
+            {"node_on": "d-00000000000000aa", "mixed": False},
+            "left on deployment d-00000000000000aa, the one it went back to,",
+        ),
+        ({"node_on": "", "mixed": True}, "left with a MIX of two deployments (as named above),"),
+        ({"node_on": "", "mixed": False}, "left with its files as they were before the rollback,"),
+        ({}, "left with its files as they were before the rollback,"),
+    ],
+)
+def test_rollback_message_says_what_the_failed_restore_left(failed_result, left):
+    tasks = rollback_tasks()
+    facts = {
+        "ansible_failed_result": dict(failed_result, msg="sglang_deployment: restoring deployment ... failed"),
+        "__rollout_after": {"current": "d-00000000000000bb"},
+    }
+    noted = tasks["Note why the node could not go back"]["ansible.builtin.set_fact"]
+    for name, expression in noted.items():
+        facts[name] = render(expression, facts)
+    facts.update(
+        inventory_hostname="gpu-1",
+        __rollout_what="throughput gate FAIL (slow)",
+        __rollout_action="rolled_back",
+        __rollout_out_of_gateway=True,
+    )
+    message = render(tasks["Compose the message"]["ansible.builtin.set_fact"]["__rollout_message"], facts)
+    assert "It could not go back (sglang_deployment: restoring deployment ... failed)" in message
+    assert f"the node is {left} STOPPED and OUT of the gateway." in " ".join(message.split())
+
+
+# --------------------------------------------------------------------------- the module, as Ansible runs it
+
+
+def run_deployment_module(args: dict, workdir: Path, wrap: str = "") -> tuple[int, dict]:
+    """Run plugins/modules/sglang_deployment.py on an args file; ``wrap``: a shell prefix run first
+    in a private mount namespace (``unshare --mount``)."""
+    args_file = workdir / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    argv = [sys.executable, str(REPO / "plugins" / "modules" / "sglang_deployment.py"), str(args_file)]
+    if wrap:
+        argv = ["unshare", "--mount", "sh", "-ec", f"{wrap}; exec {shlex.join(argv)}"]
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root")
+def test_module_rollback_on_a_read_only_etc_fails_naming_the_deployment_the_node_is_on(tmp_path):
+    n = two_deployments(tmp_path / "n")
+    before = node_state(n)
+    etc = shlex.quote(str(n["etc"]))
+    rc, result = run_deployment_module(
+        {"root": str(n["root"]), "release_link": str(n["link"]), "state": "rolled_back"},
+        tmp_path,
+        wrap=f"mount --bind {etc} {etc}; mount -o remount,ro,bind {etc}",
+    )
+    assert rc == 1
+    assert result["failed"] is True
+    assert result["node_on"] == n["b"]
+    assert result["mixed"] is False
+    assert "Read-only file system" in result["msg"]
+    assert f"nothing was changed: the node is on deployment {n['b']}" in result["msg"]
+    assert node_state(n) == before
+    rc, result = run_deployment_module(
+        {"root": str(n["root"]), "release_link": str(n["link"]), "state": "rolled_back"}, tmp_path
+    )
+    assert (rc, result["current"], result["changed"]) == (0, n["a"], True)
