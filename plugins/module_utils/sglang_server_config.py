@@ -23,10 +23,14 @@ import json
 import re
 from typing import Any
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import known_flags
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+    RESERVED_FLAGS,
+    SECRET_FLAGS,
+    known_flags,
+    option_in_value,
+    shown_value,
+)
 
-# Flags that carry secrets: they come from sglang_server_api_key (no_log) only, never from profiles.
-SECRET_FLAGS = ("api-key", "admin-api-key")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -53,7 +57,9 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
     """``['--tp-size', '8', '--enable-metrics']`` -> ``{'tp-size': '8', 'enable-metrics': True}``.
 
     ``kinds`` maps each flag of the version to bool/value/optional/list (sglang_args.known_flags).
-    A list flag takes the words up to the next known flag.
+    A list flag takes the words up to the next known flag. A value that reads as an option
+    (sglang_args.option_in_value: ``--admin-api-key=x``, ``--api``, ``-h``) is refused: SGLang's
+    config merge would hand it to argparse as that option.
     """
     config: dict[str, Any] = {}
     index = 0
@@ -71,6 +77,12 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
             continue
         values = []
         while index < len(argv) and (kind == "list" or not values) and argv[index] not in kinds:
+            why = option_in_value(argv[index])
+            if why is not None:
+                raise ServerConfigError(
+                    f"SGLang flag {flag}: the value {shown_value(argv[index])} looks like an option ({why}); "
+                    f"SGLang's config merge would hand it to argparse as an option, not as the value of {flag}"
+                )
             values.append(argv[index])
             index += 1
         if not values:
@@ -91,6 +103,9 @@ def render_config(argv: list[str], version: str, api_key: str = "") -> str:
             f"{', '.join(given)} must not be set in profiles or extra args (they show in facts and logs); "
             "set sglang_server_api_key instead"
         )
+    reserved = [f"--{key}" for key in RESERVED_FLAGS if key in config]
+    if reserved:
+        raise ServerConfigError(f"{', '.join(reserved)} is set by role sglang_server itself; remove it from the argv")
     if api_key:
         check_text("sglang_server_api_key", api_key)
         config["api-key"] = api_key
