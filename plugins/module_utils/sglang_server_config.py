@@ -10,11 +10,16 @@ We write every key with dashes, exactly as the flag (``tp-size``), every value a
 as ``true``, in the JSON subset of YAML: any YAML parser and ``json`` read it the same way, and no
 value can change type (``"0755"``, ``"no"``, ``"1e3"`` stay strings).
 
-Environment files (systemd ``EnvironmentFile=``): one ``NAME="value"`` per line, the value
-double-quoted with ``\\``, ``"``, `````` ` `````` and ``$`` escaped (systemd reads them with the
-shell's double-quote rules). A name that is not an identifier, or a value with a control character
-(a newline would start a line of its own), is refused with a message that names the key, never the
-value.
+Environment files (systemd ``EnvironmentFile=``, read by ``parse_env_file_internal`` in systemd's
+``src/basic/env-file.c``; docs/sglang-server-hardening.md): one ``NAME="value"`` per line, the value
+double-quoted with ``\\``, ``"``, `````` ` `````` and ``$`` escaped. Inside double quotes systemd
+keeps every character but ``"`` and ``\\``, and turns ``\\`` before one of ``"\\`$`` into that
+character, so the value reads back exactly. Refused, with a message that names the variable, never
+the value: a name that is not an identifier (``FOO\\n`` included), a value with a character that is
+not printable (a NUL ends the file for systemd, a newline or carriage return would end the line
+for any reader of the file but systemd's quoted state), and a header line with such a character or
+ending with ``\\`` (systemd before 254 continues such a comment onto the next line, which would
+swallow the first variable).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import
     shown_value,
 )
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ServerConfigError(ValueError):
@@ -116,11 +121,22 @@ def render_env_file(env: dict[str, Any], header: str = "") -> str:
     """``NAME="value"`` lines for systemd's EnvironmentFile=, sorted by name; refuses unsafe input."""
     if not isinstance(env, dict):
         raise ServerConfigError(f"environment must be a dict of NAME: value, got {type(env).__name__}")
-    lines = [f"# {line}" for line in header.splitlines()]
+    lines = []
+    for line in header.split("\n") if header.rstrip("\n") else []:
+        check_text("the environment file's header", line)
+        if line.endswith("\\"):
+            raise ServerConfigError(
+                "a line of the environment file's header ends with '\\', which continues the comment onto the "
+                "next line for systemd before 254; remove the backslash"
+            )
+        lines.append(f"# {line}" if line else "#")
     for name in sorted(env, key=str):
         value = env[name]
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise ServerConfigError(f"environment variable name {str(name)!r} is not a valid identifier")
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ServerConfigError(
+                f"environment variable name {str(name)[:60]!r} is not a valid identifier (letters, digits and '_', "
+                "not starting with a digit)"
+            )
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ServerConfigError(
                 f"environment variable {name} must be a string or a number, not {type(value).__name__} "
