@@ -16,7 +16,7 @@ description:
   - The API key, when not empty, is added as C(api-key); C(--api-key), C(--admin-api-key) or C(--config) in
     the argv itself are refused.
   - A value that reads as an option (C(--admin-api-key=x), a prefix of an option such as C(--api), C(-h), or
-    such a word behind blanks or a Unicode dash) is refused with a message naming the flag: SGLang's config
+    such a word behind blanks or a Unicode dash) is refused with a message naming the flag, since SGLang's config
     merge would hand it to argparse as that option.
   - A value with a non-printable character (newline, other control characters, line separators) is
     refused with a message naming the flag, never the value.
