@@ -120,10 +120,12 @@ def option_in_value(value: str) -> str | None:
 
 
 def shown_value(value: str) -> str:
-    """The value for an error message: what follows '=' may be a secret and is never shown."""
-    head, sep = value.partition("=")[:2]
-    shown = head[:60] + ("..." if len(head) > 60 else "")
-    return repr(shown + ("=<hidden>" if sep else ""))
+    """The value for an error message: its leading word up to '=' or a blank, at most 40 characters;
+    the rest (after ``--api-key=`` or ``--api-key `` comes a key) is never shown."""
+    text = value.lstrip()
+    cut = next((i for i, char in enumerate(text) if char == "=" or char.isspace()), len(text))
+    head = text[: min(cut, 40)]
+    return repr(("<blanks>" if text != value else "") + head + ("<hidden>" if len(head) < len(text) else ""))
 
 
 def check_value(where: str, key: str, value: str) -> None:
@@ -146,7 +148,7 @@ def check_profile(profile: Any, where: str = "SGLang flags") -> None:
     for key, value in profile.items():
         if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise SGLangArgsError(
-                f"{where}: key {str(key)[:60]!r} is not a flag name "
+                f"{where}: key {shown_value(str(key))} is not a flag name "
                 "(letters, digits, '-' and '_', e.g. tp or moe_runner_backend)"
             )
         name = _flag_name(key)

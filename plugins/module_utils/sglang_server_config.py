@@ -72,7 +72,7 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
         flag = argv[index]
         kind = kinds.get(flag)
         if kind is None:
-            raise ServerConfigError(f"SGLang option {flag!r} is not a flag this version knows")
+            raise ServerConfigError(f"SGLang option {shown_value(flag)} is not a flag this version knows")
         key = flag[2:]
         if key in config:
             raise ServerConfigError(f"SGLang flag {flag} is given twice")

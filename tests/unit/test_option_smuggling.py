@@ -128,6 +128,7 @@ SMUGGLED = [
     pytest.param({"model_checksum": "\u2014api-key=" + SECRET}, "U+2014", id="em-dash"),
     pytest.param({"model_checksum": "\u2212\u2212api-key=" + SECRET}, "U+2212", id="minus-sign"),
     pytest.param({"served_model_name": "-x"}, "starting with '-'", id="any-dash"),
+    pytest.param({"served_model_name": "--api-key " + SECRET}, "starting with '-'", id="blank-joined"),
     pytest.param({"random_seed": -1e-05}, "plain negative numbers", id="negative-exponent"),
 ]
 
@@ -154,6 +155,7 @@ def test_the_options_file_refuses_a_smuggled_word_in_a_raw_argv() -> None:
         ["--model-path", "/m", "--model-checksum", "--admin-api-key=" + SECRET],
         ["--model-path", "/m", "--allowed-media-domains", "a", "--api=" + SECRET],
         ["--model-path", "-h"],
+        ["--model-path", "/m", "--served-model-name", "--api-key " + SECRET],
     ):
         with pytest.raises(ServerConfigError, match="looks like an option") as caught:
             render_config(argv, VERSION)
@@ -185,6 +187,12 @@ def test_secret_and_reserved_keys_are_refused_before_any_argv_exists(key: str) -
 
 def test_null_removes_a_secret_key_as_before() -> None:
     assert render_argv({"model_path": "/m", "api_key": None}, VERSION) == ["--model-path", "/m"]
+
+
+def test_an_unknown_word_in_a_raw_argv_is_named_without_what_follows() -> None:
+    with pytest.raises(ServerConfigError, match="is not a flag this version knows") as caught:
+        render_config(["--api-key=" + SECRET], VERSION)
+    assert SECRET not in str(caught.value)
 
 
 def test_the_config_flag_in_a_raw_argv_is_refused() -> None:
@@ -226,7 +234,7 @@ def test_a_smuggled_tuned_profile_is_never_written(tmp_path: Path) -> None:
 
 TRICKY_PREFIXES = [
     "--", "-", "-h", " --", "\t-", "\u2014", "\u2013", "\u2212", "\uff0d", "--api-key=", "--admin-api=",
-    "--tp", "-1", "-.5", "- ", "--model-checksum", "=", "",
+    "--tp", "-1", "-.5", "- ", "--model-checksum", "=", "", "--api-key=" + SECRET, "--admin-api-key " + SECRET,
 ]  # fmt: skip
 tricky_text = st.one_of(
     st.text(max_size=12),
