@@ -21,6 +21,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    display_text,
     load_history,
     load_sweeps,
     markers,
@@ -62,11 +63,11 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
             if r["host"] == host and r["median_output_tokens_per_s"] is not None
         ]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=host)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=display_text(host))
     for m in markers(runs):
         ax.axvline(parse_time(m["time"]), color="grey", linestyle="--", linewidth=0.8)
         ax.annotate(
-            f"{m['host']}: {m['label']}",
+            display_text(f"{m['host']}: {m['label']}"),
             (parse_time(m["time"]), 0),
             xycoords=("data", "axes fraction"),
             rotation=90,
@@ -88,7 +89,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     rows = [(h, c) for h in sorted(sweeps) for c in sweeps[h].get("candidates") or []]
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.28 * len(rows) + 1)))
     if rows:
-        labels = [f"{h}: {c.get('flags', '')}"[:90] for h, c in rows]
+        labels = [display_text(f"{h}: {c.get('flags', '')}"[:90]) for h, c in rows]
         values = [c.get("median_output_tokens_per_s") or 0.0 for _h, c in rows]
         colors = [
             "tab:green"
@@ -101,7 +102,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
         ax.invert_yaxis()
         for i, (_h, c) in enumerate(rows):
             if c.get("status") != "measured":
-                ax.text(0, i, f" {c.get('status')}", va="center", fontsize=7, color="tab:red")
+                ax.text(0, i, display_text(f" {c.get('status')}"), va="center", fontsize=7, color="tab:red")
         ax.set_xlabel("median output tok/s")
     else:
         ax.text(0.5, 0.5, "no sweeps yet (playbooks/tune.yml)", transform=ax.transAxes, ha="center")
@@ -116,7 +117,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
             if r["host"] == host and r["power_pct_of_limit"] is not None
         ]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=host)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=display_text(host))
     ax.axhline(100, color="tab:red", linewidth=1, label="power limit")
     ax.axhline(50, color="tab:orange", linewidth=0.8, linestyle="--", label="under-use (50%)")
     ax.set_ylim(0, 110)

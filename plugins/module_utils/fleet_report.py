@@ -30,6 +30,17 @@ class RecordError(ValueError):
     """A record (a history line, a sweep, a candidate) of the wrong shape; the message names the field."""
 
 
+def display_text(text: str) -> str:
+    """``text`` as it can be shown in HTML and SVG: a character XML 1.0 does not allow (a C0 control
+    other than tab, newline and return; a lone surrogate, e.g. from an undecodable file name) becomes
+    U+FFFD. Without this one such character makes the chart's SVG ill-formed (the browser shows no
+    chart) and a surrogate fails the write of the page."""
+    return "".join(
+        "\ufffd" if (ord(c) < 0x20 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF or c in "\ufffe\uffff" else c
+        for c in text
+    )
+
+
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
@@ -274,7 +285,9 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 
 def _table(caption: str, cls: str, head: list[str], rows: list[list[Any]]) -> str:
-    esc = html.escape
+    def esc(text: str) -> str:
+        return html.escape(display_text(text))
+
     body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>\n" for row in rows)
     return (
         f'<table class="{cls}"><caption>{esc(caption)}</caption>\n<thead><tr>'
@@ -358,8 +371,12 @@ def render_html(
     charts: dict[str, str],
     problems: list[str],
 ) -> str:
-    """The self-contained page: charts as data URIs (``charts``: name -> ``data:`` URI), tables, problems."""
-    esc = html.escape
+    """The self-contained page: charts as data URIs (``charts``: name -> ``data:`` URI), tables, problems.
+    Every text goes through ``display_text`` and ``html.escape`` (quotes too: it is safe in attributes)."""
+
+    def esc(text: str) -> str:
+        return html.escape(display_text(text))
+
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",

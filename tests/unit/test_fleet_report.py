@@ -7,6 +7,7 @@ renders it with its three charts and no console error."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
     RUN_COLUMNS,
     SWEEP_COLUMNS,
+    display_text,
     load_history,
     load_sweeps,
     markers,
@@ -240,6 +243,8 @@ MARKUP = [
     "]]><svg onload=alert(5)>",
     "$\\frac{$",
     "&lt;amp;",
+    "\x00\x0b\x1b[31m",
+    "\ud800 lone surrogate",
 ]
 
 
@@ -386,6 +391,31 @@ def test_a_symlink_out_of_the_directory_is_not_read(tmp_path):
     assert "symlink" in problems[0]
 
 
+def test_control_characters_and_undecodable_names_are_shown_replaced(tmp_path):
+    from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
+
+    rec = dict(_fixture_record(), host="node\x00\x0b\ud800")
+    name = os.fsencode(str(tmp_path)) + b"/\xff.history.jsonl"  # not UTF-8: a surrogate in the str
+    with open(name, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(rec) + "\n" + "not json\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert len(runs) == 1
+    assert len(problems) == 1
+    page.encode("utf-8")  # a lone surrogate failed the write of the page
+    assert "node\ufffd\ufffd\ufffd" in page
+    _assert_only_template_markup(page)
+    for uri in charts(runs, {}).values():
+        _assert_plain_svg(uri)  # a control character made the SVG ill-formed
+
+
+def test_a_file_name_with_a_control_character_is_skipped_and_named(tmp_path):
+    (tmp_path / "a\x1b.history.jsonl").write_text(json.dumps(_fixture_record()) + "\n")
+    runs, problems = load_history(str(tmp_path))
+    assert runs == []
+    assert len(problems) == 1
+    assert "contains a control character" in problems[0]
+
+
 def test_charts_draw_record_text_as_text(tmp_path):
     from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
 
@@ -398,6 +428,8 @@ def test_charts_draw_record_text_as_text(tmp_path):
     sweeps, _sweep_problems = load_sweeps(str(tmp_path))
     pictures = charts(runs, sweeps)  # mathtext raised ValueError on these labels
     assert sorted(pictures) == ["power", "sweeps", "throughput"]
+    for uri in pictures.values():
+        _assert_plain_svg(uri)
 
 
 markup_text = st.one_of(st.text(max_size=12), st.sampled_from(MARKUP))
@@ -460,13 +492,19 @@ def test_any_records_give_a_page_with_every_bad_record_named(tmp_path_factory, r
     page, runs, sweeps, problems = _page_of(directory)  # never an exception
     non_blank = sum(1 for line in lines if line.strip())
     assert len(runs) + sum(1 for p in problems if p.startswith("h.history.jsonl line ")) == non_blank
-    bad_sweeps = {p.split(":")[0] for p in problems if ": not a sweep record" in p}
-    assert len(bad_sweeps) + len({s["file"] for s in sweeps.values()}) <= len(sweeps_in)
+    named = {p.split(":")[0] for p in problems if ": not a sweep record" in p}
+    shown = {s["file"] for s in sweeps.values()}
+    for index, sweep in enumerate(sweeps_in):
+        name = f"s{index}.sweep.json"
+        assert (name in named) != (name in shown) or (
+            name not in named and sweep["key"]["host"] in sweeps  # an older sweep of a host shown
+        )
     _assert_only_template_markup(page)
     parser = Tables()
     parser.feed(page)
     (table,) = parser.tables["runs"]
-    assert [row[0] for row in table[1:]] == [r["host"] for r in runs]  # data comes back as its own text
+    assert [row[0] for row in table[1:]] == [display_text(r["host"]) for r in runs]  # data comes back as text
+    page.encode("utf-8")  # what atomic_write does: no lone surrogate left
 
 
 @settings(max_examples=15)  # matplotlib draws three charts per example
@@ -481,4 +519,17 @@ def test_charts_of_any_records_never_raise(tmp_path_factory, records, sweeps_in)
     runs, _problems = load_history(str(directory))
     sweeps, _sweep_problems = load_sweeps(str(directory))
     pictures = charts(runs, sweeps)
-    assert all(uri.startswith("data:image/svg+xml;base64,") for uri in pictures.values())
+    for uri in pictures.values():
+        _assert_plain_svg(uri)
+
+
+def _assert_plain_svg(uri: str) -> None:
+    """Well-formed SVG without script, foreign content, event handlers or links (record text is drawn)."""
+    prefix = "data:image/svg+xml;base64,"
+    assert uri.startswith(prefix)
+    root = ElementTree.fromstring(base64.b64decode(uri[len(prefix) :]))
+    for element in root.iter():
+        local = str(element.tag).rsplit("}", 1)[-1]
+        assert local not in ("script", "foreignObject", "a", "iframe")
+        for name in element.attrib:
+            assert not name.rsplit("}", 1)[-1].lower().startswith("on")
