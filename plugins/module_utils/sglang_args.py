@@ -106,8 +106,10 @@ def option_in_value(value: str) -> str | None:
     )
     if name in FLAGS:
         what = f"it is the SGLang option {name}"
+    elif len(matches) == 1:
+        what = f"argparse completes it to the SGLang option {matches[0]}"
     elif matches:
-        what = f"argparse reads it as the SGLang option {matches[0]} (a prefix of it)"
+        what = f"argparse reads it as an abbreviation of an SGLang option ({', '.join(matches[:3])}, ...)"
     elif lead == 1 and plain.startswith("-h"):
         what = "argparse reads it as the help option -h (the server would print its usage and exit)"
     else:

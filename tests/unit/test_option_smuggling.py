@@ -121,7 +121,11 @@ SMUGGLED = [
     pytest.param({"model_checksum": "--admin-api-key=" + SECRET}, "--admin-api-key", id="optional-flag-equals"),
     pytest.param({"served_model_name": "--api-key=" + SECRET}, "--api-key", id="value-flag-equals"),
     pytest.param({"allowed_media_domains": ["a.example", "--admin-api-key", SECRET]}, "--admin-api-key", id="list"),
-    pytest.param({"model_checksum": "--admin-api=" + SECRET}, "prefix", id="abbreviation"),
+    pytest.param(
+        {"model_checksum": "--admin-api=" + SECRET},
+        "completes it to the SGLang option --admin-api-key",
+        id="abbreviation",
+    ),
     pytest.param({"model_checksum": "-h"}, "help option", id="short-help"),
     pytest.param({"allowed_media_domains": ["-hx"]}, "help option", id="short-help-joined"),
     pytest.param({"model_checksum": "  --api-key=" + SECRET}, "blanks", id="leading-blanks"),
