@@ -3,9 +3,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller only: the fleet report (playbooks/report.yml), one self-contained HTML page.
 
-Reads the gate's history and the sweeps in ``baseline_dir`` (module_utils/fleet_report.py), draws
-three charts with matplotlib (SVG, embedded as data URIs: the page needs nothing else) and writes
-``dest`` atomically. Nothing runs on the managed hosts.
+Reads the gate's history and the sweeps in ``baseline_dir`` (module_utils/fleet_report.py: every
+record schema-checked, a bad one listed under problems), draws three charts with matplotlib (SVG,
+embedded as data URIs: the page needs nothing else; record text is drawn as text, never as
+mathtext) and writes ``dest`` atomically. Nothing runs on the managed hosts.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    display_text,
     load_history,
     load_sweeps,
     markers,
+    parse_time,
     render_html,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import atomic_write
@@ -40,15 +43,13 @@ def _svg_uri(fig: Any) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _when(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The three charts as SVG data URIs (a chart without data says so in its picture)."""
     import matplotlib  # noqa: PLC0415 - controller-only dependency (requirements.txt), loaded when used
 
     matplotlib.use("Agg")
+    # text from the records (hosts, flags, versions) is drawn as given: no $...$ mathtext, no TeX
+    matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
     from matplotlib import pyplot as plt  # noqa: PLC0415
 
     out: dict[str, str] = {}
@@ -57,17 +58,17 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     fig, ax = plt.subplots(figsize=(11, 4))
     for host in hosts:
         pts = [
-            (_when(r["time"]), r["median_output_tokens_per_s"])
+            (parse_time(r["time"]), r["median_output_tokens_per_s"])
             for r in runs
             if r["host"] == host and r["median_output_tokens_per_s"] is not None
         ]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=host)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=display_text(host))
     for m in markers(runs):
-        ax.axvline(_when(m["time"]), color="grey", linestyle="--", linewidth=0.8)
+        ax.axvline(parse_time(m["time"]), color="grey", linestyle="--", linewidth=0.8)
         ax.annotate(
-            f"{m['host']}: {m['label']}",
-            (_when(m["time"]), 0),
+            display_text(f"{m['host']}: {m['label']}"),
+            (parse_time(m["time"]), 0),
             xycoords=("data", "axes fraction"),
             rotation=90,
             fontsize=7,
@@ -88,7 +89,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     rows = [(h, c) for h in sorted(sweeps) for c in sweeps[h].get("candidates") or []]
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.28 * len(rows) + 1)))
     if rows:
-        labels = [f"{h}: {c.get('flags', '')}"[:90] for h, c in rows]
+        labels = [display_text(f"{h}: {c.get('flags', '')}"[:90]) for h, c in rows]
         values = [c.get("median_output_tokens_per_s") or 0.0 for _h, c in rows]
         colors = [
             "tab:green"
@@ -101,7 +102,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
         ax.invert_yaxis()
         for i, (_h, c) in enumerate(rows):
             if c.get("status") != "measured":
-                ax.text(0, i, f" {c.get('status')}", va="center", fontsize=7, color="tab:red")
+                ax.text(0, i, display_text(f" {c.get('status')}"), va="center", fontsize=7, color="tab:red")
         ax.set_xlabel("median output tok/s")
     else:
         ax.text(0.5, 0.5, "no sweeps yet (playbooks/tune.yml)", transform=ax.transAxes, ha="center")
@@ -111,12 +112,12 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     fig, ax = plt.subplots(figsize=(11, 3.5))
     for host in hosts:
         pts = [
-            (_when(r["time"]), r["power_pct_of_limit"])
+            (parse_time(r["time"]), r["power_pct_of_limit"])
             for r in runs
             if r["host"] == host and r["power_pct_of_limit"] is not None
         ]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=host)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=display_text(host))
     ax.axhline(100, color="tab:red", linewidth=1, label="power limit")
     ax.axhline(50, color="tab:orange", linewidth=0.8, linestyle="--", label="under-use (50%)")
     ax.set_ylim(0, 110)

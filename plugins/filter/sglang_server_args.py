@@ -17,6 +17,11 @@ description:
     C(disable_cuda_graph) becomes C(--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled)
     where the version has those, and C(cuda_graph_max_bs) becomes C(--cuda-graph-max-bs-decode).
   - A flag the version does not know fails with a message naming the flag and the version.
+  - A value (or list item) that reads as an option fails with a message naming the key and why, that is one that
+    starts with C(-) (only plain negative numbers such as C(-1) or C(-0.5) are values), also behind blanks or as a
+    Unicode dash; C(--admin-api-key=x) would otherwise become that option in SGLang's config merge.
+  - C(api_key), C(admin_api_key) and C(config) are refused as keys (the key comes from C(sglang_server_api_key),
+    the options file is the role's own).
 positional: _input, version
 options:
   _input:

@@ -13,8 +13,11 @@ description:
   - Turns the argv rendered by P(gpufleet.sglang.sglang_server_args#filter) into the YAML file SGLang reads
     with C(--config) (SGLang >= 0.5.3), keys with dashes as the flags, values as strings, switches as
     C(true), written in the JSON subset of YAML.
-  - The API key, when not empty, is added as C(api-key); C(--api-key) or C(--admin-api-key) in the argv
-    itself are refused.
+  - The API key, when not empty, is added as C(api-key); C(--api-key), C(--admin-api-key) or C(--config) in
+    the argv itself are refused.
+  - A value that reads as an option (C(--admin-api-key=x), a prefix of an option such as C(--api), C(-h), or
+    such a word behind blanks or a Unicode dash) is refused with a message naming the flag, since SGLang's config
+    merge would hand it to argparse as that option.
   - A value with a non-printable character (newline, other control characters, line separators) is
     refused with a message naming the flag, never the value.
   - Returns an empty string for a version whose parser has no C(--config) and no API key; with a key it
@@ -53,10 +56,11 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SGLangArgsError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SGLangArgsError, known_flags
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
     ServerConfigError,
     check_text,
+    config_from_argv,
     render_config,
     supports_config,
 )
@@ -73,6 +77,7 @@ def sglang_server_config(argv: list[str], version: str, api_key: str = "") -> st
             )
         for word in argv:
             check_text("an SGLang option", str(word))
+        config_from_argv([str(word) for word in argv], known_flags(str(version)))
         return ""
     except (ServerConfigError, SGLangArgsError) as exc:
         raise AnsibleFilterError(f"sglang_server: {exc}") from exc

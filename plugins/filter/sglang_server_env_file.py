@@ -12,9 +12,11 @@ version_added: "0.1.0"
 description:
   - One C(NAME="value") line per variable, sorted by name; the value is double-quoted with C(\\), C("),
     C(`) and C($) escaped, which systemd reads back verbatim.
-  - A name that is not an identifier, a value that is not a string or a number, or a value with a
-    non-printable character (a newline would add a line of its own) fails with a message naming the
-    variable, never its value.
+  - A name that is not an identifier (a trailing newline included), a value that is not a string or a number,
+    or a value with a non-printable character (a NUL ends the file for systemd, a newline would add a line of
+    its own) fails with a message naming the variable, never its value.
+  - A header line with a non-printable character, or ending with C(\\) (systemd before 254 continues such a
+    comment over the next line), fails too.
 positional: _input, header
 options:
   _input:

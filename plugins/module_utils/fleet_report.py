@@ -3,11 +3,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet report's data and page (stdlib only; the charts are drawn by the action fleet_report).
 
-Inputs, all in the gate's baseline directory on the controller (docs/report.md):
+Inputs, all in the gate's baseline directory on the controller (docs/tuning.md):
 - ``*.history.jsonl``: one gate run per line (module_utils/gate_baseline.py ``run_record``);
 - ``*.sweep.json``: the last sweep of a key (module_utils/tune_profile.py).
 Every number in the page's tables is read from these files and printed as stored (rounded only for
-display where the column says so); a line that cannot be read is listed under "problems", never guessed.
+display where the column says so). Every record is outside data (docs/tuning.md, "The fleet report"):
+schema-checked field by field (``run_from_record``, ``sweep_from_record``), a bad one listed under
+"problems" with the file, line and field and left out, never guessed; every file confined to the
+directory (confined_path); every text escaped in the page.
 """
 
 from __future__ import annotations
@@ -15,85 +18,243 @@ from __future__ import annotations
 import glob
 import html
 import json
+import math
 import os
+from datetime import datetime
 from typing import Any
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.confined_path import PathError, confine, segment
+
+
+class RecordError(ValueError):
+    """A record (a history line, a sweep, a candidate) of the wrong shape; the message names the field."""
+
+
+def display_text(text: str) -> str:
+    """``text`` as it can be shown in HTML and SVG: a character XML 1.0 does not allow (a C0 control
+    other than tab, newline and return; a lone surrogate, e.g. from an undecodable file name) becomes
+    U+FFFD. Without this one such character makes the chart's SVG ill-formed (the browser shows no
+    chart) and a surrogate fails the write of the page."""
+    return "".join(
+        "\ufffd" if (ord(c) < 0x20 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF or c in "\ufffe\uffff" else c
+        for c in text
+    )
 
 
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
 
-def _power(telemetry: object) -> tuple[float | None, float | None, float | None]:
+def _text(rec: dict[str, Any], field: str, default: str | None = None) -> str:
+    value = rec.get(field, default)
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, str):
+        raise RecordError(f"field {field!r} is {'missing' if field not in rec else 'not text'}")
+    return value
+
+
+def _number(rec: dict[str, Any], field: str) -> float | int | None:
+    """A finite number or None (absent or null); anything else is a RecordError."""
+    value = rec.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordError(f"field {field!r} is not a finite number")
+    return value
+
+
+def _dict(rec: dict[str, Any], field: str, *, required: bool = False) -> dict[str, Any]:
+    value = rec.get(field)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError(f"field {field!r} is {'missing' if field not in rec else 'not a mapping'}")
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time with a UTC offset (the gate writes ``...+00:00``); RecordError otherwise."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise RecordError("field 'time' is not an ISO 8601 time") from None
+    if when.utcoffset() is None:
+        raise RecordError("field 'time' has no UTC offset")
+    return when
+
+
+def _power(telemetry: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
     """(mean % of limit, mean W, limit W) over the GPUs of one run; None when not measured."""
-    gpus = telemetry.get("gpus") if isinstance(telemetry, dict) else None
-    if not isinstance(gpus, list):
+    gpus = telemetry.get("gpus")
+    if gpus is None:
         return None, None, None
-    pct = [
-        g["avg_power_pct_of_limit"] for g in gpus if isinstance(g, dict) and g.get("avg_power_pct_of_limit") is not None
-    ]
-    watts = [g["avg_power_w"] for g in gpus if isinstance(g, dict) and g.get("avg_power_w") is not None]
-    limits = [g["power_limit_w"] for g in gpus if isinstance(g, dict) and g.get("power_limit_w") is not None]
-    return _mean(pct), _mean(watts), (max(limits) if limits else None)
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        raise RecordError("field 'telemetry.gpus' is not a list of mappings")
+    columns = {"avg_power_pct_of_limit": [], "avg_power_w": [], "power_limit_w": []}
+    for gpu in gpus:
+        for field, column in columns.items():
+            value = _number(gpu, field)
+            if value is not None:
+                column.append(value)
+    limits = columns["power_limit_w"]
+    return _mean(columns["avg_power_pct_of_limit"]), _mean(columns["avg_power_w"]), (max(limits) if limits else None)
+
+
+def run_from_record(rec: Any, file: str) -> dict[str, Any]:
+    """The report's row of one gate run record (gate_baseline.run_record); RecordError names a bad field."""
+    if not isinstance(rec, dict):
+        raise RecordError(f"a {type(rec).__name__}, not a mapping")
+    key = _dict(rec, "key", required=True)
+    trials = rec.get("trials")
+    if trials is not None and not isinstance(trials, list):
+        raise RecordError("field 'trials' is not a list")
+    failed = rec.get("failed", False)
+    if not isinstance(failed, bool):
+        raise RecordError("field 'failed' is not true or false")
+    time = _text(rec, "time")
+    parse_time(time)
+    pct, watts, limit = _power(_dict(rec, "telemetry"))
+    return {
+        "host": _text(rec, "host", "") or _text(key, "host"),
+        "time": time,
+        "sglang_version": _text(key, "sglang_version"),
+        "model": _text(key, "model"),
+        "model_revision": _text(key, "model_revision", "unpinned"),
+        "profile": _text(key, "profile"),
+        "gpu_model": _text(key, "gpu_model"),
+        "verdict": _text(rec, "verdict", ""),
+        "reason": _text(rec, "reason", ""),
+        "failed": failed,
+        "median_output_tokens_per_s": _number(rec, "median_output_tokens_per_s"),
+        "baseline_median": _number(rec, "baseline_median"),
+        "delta_pct": _number(rec, "delta_pct"),
+        "p_value": _number(rec, "p_value"),
+        "trials": len(trials or []),
+        "power_pct_of_limit": pct,
+        "power_w": watts,
+        "power_limit_w": limit,
+        "file": file,
+    }
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _data_files(directory: str, suffix: str, problems: list[str]) -> list[tuple[str, str]]:
+    """(name, path) of the directory's files ending in ``suffix``, each confined to the directory
+    (a name that is not a plain file name, or a symlink out of the directory, is a problem)."""
+    root = os.path.abspath(directory)
+    out = []
+    for found in sorted(glob.glob(os.path.join(glob.escape(root), "*" + suffix))):
+        name = os.path.basename(found)
+        try:
+            path = confine(root, segment(name, "report input"), "report input")
+        except PathError as exc:
+            problems.append(f"{name}: skipped: {exc}")
+            continue
+        if os.path.isfile(path):
+            out.append((name, path))
+        else:
+            problems.append(f"{name}: skipped: not a regular file")
+    return out
 
 
 def load_history(directory: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every gate run of the directory, oldest first, and the problems met reading them."""
+    """Every gate run of the directory, oldest first, and the problems met reading them (one per bad line)."""
     runs: list[dict[str, Any]] = []
     problems: list[str] = []
-    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.history.jsonl"))):
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    key = rec["key"]
-                    pct, watts, limit = _power(rec.get("telemetry"))
-                    runs.append(
-                        {
-                            "host": str(rec.get("host") or key["host"]),
-                            "time": str(rec["time"]),
-                            "sglang_version": str(key["sglang_version"]),
-                            "model": str(key["model"]),
-                            "model_revision": str(key.get("model_revision", "unpinned")),
-                            "profile": str(key["profile"]),
-                            "gpu_model": str(key["gpu_model"]),
-                            "verdict": str(rec.get("verdict", "")),
-                            "reason": str(rec.get("reason", "")),
-                            "failed": bool(rec.get("failed")),
-                            "median_output_tokens_per_s": rec.get("median_output_tokens_per_s"),
-                            "baseline_median": rec.get("baseline_median"),
-                            "delta_pct": rec.get("delta_pct"),
-                            "p_value": rec.get("p_value"),
-                            "trials": len(rec.get("trials") or []),
-                            "power_pct_of_limit": pct,
-                            "power_w": watts,
-                            "power_limit_w": limit,
-                            "file": os.path.basename(path),
-                        }
-                    )
-                except (ValueError, KeyError, TypeError) as exc:
-                    problems.append(f"{os.path.basename(path)} line {number}: not a gate run record ({exc!r})")
-    runs.sort(key=lambda r: (r["time"], r["host"]))
+    for name, path in _data_files(directory, ".history.jsonl", problems):
+        try:
+            with open(path, "rb") as handle:
+                lines = handle.read().split(b"\n")
+        except OSError as exc:
+            problems.append(f"{name}: cannot be read ({exc.strerror})")
+            continue
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+                runs.append(run_from_record(rec, name))
+            except (ValueError, RecordError) as exc:
+                why = exc if isinstance(exc, RecordError) else "not JSON"
+                problems.append(f"{name} line {number}: not a gate run record ({why})")
+    runs.sort(key=lambda r: (parse_time(r["time"]), r["host"]))
     return runs, problems
+
+
+CANDIDATE_TEXT = ("flags", "status", "verdict", "reason")
+CANDIDATE_NUMBERS = ("median_output_tokens_per_s", "p_vs_best", "gpu_power_pct_of_limit")
+
+
+def _candidate(c: Any) -> dict[str, Any]:
+    if not isinstance(c, dict):
+        raise RecordError(f"a {type(c).__name__}, not a mapping")
+    out: dict[str, Any] = {field: _text(c, field, "") for field in CANDIDATE_TEXT}
+    out.update({field: _number(c, field) for field in CANDIDATE_NUMBERS})
+    return out
+
+
+def sweep_from_record(sweep: Any, file: str) -> tuple[dict[str, Any], list[str]]:
+    """The report's view of one sweep file (tune_profile.write_sweep) and the problems of its candidates
+    (a bad candidate is left out and named); RecordError when the sweep itself cannot be shown."""
+    if not isinstance(sweep, dict):
+        raise RecordError(f"a {type(sweep).__name__}, not a mapping")
+    host = _text(_dict(sweep, "key", required=True), "host")
+    candidates = sweep.get("candidates")
+    if not isinstance(candidates, list):
+        raise RecordError("field 'candidates' is not a list")
+    time = _text(sweep, "time", "")
+    if time:
+        parse_time(time)
+    best_rec = _dict(sweep, "best")
+    evaluated = sweep.get("evaluated")
+    if evaluated is not None and (isinstance(evaluated, bool) or not isinstance(evaluated, int)):
+        raise RecordError("field 'evaluated' is not a whole number")
+    beats = sweep.get("beats_original", False)
+    if not isinstance(beats, bool):
+        raise RecordError("field 'beats_original' is not true or false")
+    good: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for index, c in enumerate(candidates, 1):
+        try:
+            good.append(_candidate(c))
+        except RecordError as exc:
+            problems.append(f"{file}: candidate {index} left out ({exc})")
+    clean = {
+        "host": host,
+        "time": time,
+        "candidates": good,
+        "best": {"flags": _text(best_rec, "flags", ""), "median": _number(best_rec, "median_output_tokens_per_s")},
+        "evaluated": evaluated,
+        "beats_original": beats,
+        "file": file,
+    }
+    return clean, problems
 
 
 def load_sweeps(directory: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The latest sweep per host, and the problems met reading them."""
     latest: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
-    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.sweep.json"))):
+    for name, path in _data_files(directory, ".sweep.json", problems):
         try:
-            with open(path, encoding="utf-8") as handle:
-                sweep = json.load(handle)
-            host = str(sweep["key"]["host"])
-            if not isinstance(sweep["candidates"], list):
-                raise TypeError("candidates is not a list")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{os.path.basename(path)}: not a sweep record ({exc!r})")
+            with open(path, "rb") as handle:
+                doc = json.loads(handle.read().decode("utf-8"), parse_constant=_no_constants)
+            sweep, bad = sweep_from_record(doc, name)
+        except OSError as exc:
+            problems.append(f"{name}: cannot be read ({exc.strerror})")
             continue
-        if host not in latest or str(sweep.get("time", "")) > str(latest[host].get("time", "")):
-            latest[host] = dict(sweep, file=os.path.basename(path))
+        except (ValueError, RecordError) as exc:
+            why = exc if isinstance(exc, RecordError) else "not JSON"
+            problems.append(f"{name}: not a sweep record ({why})")
+            continue
+        problems += bad
+        host = sweep["host"]
+        if host not in latest or sweep["time"] > latest[host]["time"]:
+            latest[host] = sweep
     return latest, problems
 
 
@@ -124,7 +285,9 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 
 def _table(caption: str, cls: str, head: list[str], rows: list[list[Any]]) -> str:
-    esc = html.escape
+    def esc(text: str) -> str:
+        return html.escape(display_text(text))
+
     body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in row) + "</tr>\n" for row in rows)
     return (
         f'<table class="{cls}"><caption>{esc(caption)}</caption>\n<thead><tr>'
@@ -178,15 +341,15 @@ def sweep_rows(sweep: dict[str, Any]) -> list[list[str]]:
     return [
         [
             str(i),
-            c.get("flags", ""),
-            c.get("status", ""),
-            _fmt(c.get("median_output_tokens_per_s")),
-            _fmt(c.get("p_vs_best"), ".4g"),
-            _fmt(c.get("gpu_power_pct_of_limit")),
-            c.get("verdict", ""),
-            (c.get("reason") or "")[:200],
+            c["flags"],
+            c["status"],
+            _fmt(c["median_output_tokens_per_s"]),
+            _fmt(c["p_vs_best"], ".4g"),
+            _fmt(c["gpu_power_pct_of_limit"]),
+            c["verdict"],
+            c["reason"][:200],
         ]
-        for i, c in enumerate(sweep.get("candidates") or [], 1)
+        for i, c in enumerate(sweep["candidates"], 1)
     ]
 
 
@@ -208,8 +371,12 @@ def render_html(
     charts: dict[str, str],
     problems: list[str],
 ) -> str:
-    """The self-contained page: charts as data URIs (``charts``: name -> ``data:`` URI), tables, problems."""
-    esc = html.escape
+    """The self-contained page: charts as data URIs (``charts``: name -> ``data:`` URI), tables, problems.
+    Every text goes through ``display_text`` and ``html.escape`` (quotes too: it is safe in attributes)."""
+
+    def esc(text: str) -> str:
+        return html.escape(display_text(text))
+
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
@@ -226,18 +393,18 @@ def render_html(
     }
     for name, uri in charts.items():
         parts.append(
-            f'<h2>{esc(captions.get(name, name))}</h2><img id="chart-{esc(name)}" alt="{esc(name)}" src="{uri}">'
+            f'<h2>{esc(captions.get(name, name))}</h2><img id="chart-{esc(name)}" alt="{esc(name)}" src="{esc(uri)}">'
         )
     parts.append("<h2>Gate runs</h2>")
     parts.append(_table("Gate runs, oldest first", "runs", RUN_COLUMNS, run_rows(runs)))
     for host in sorted(sweeps):
         sweep = sweeps[host]
-        best = sweep.get("best") or {}
+        best = sweep["best"]
         parts.append(
-            f"<h2>Last sweep on {esc(host)}</h2><p>{esc(str(sweep.get('time', '')))}: {sweep.get('evaluated')} "
-            f"candidate(s), best {esc(str(best.get('flags')))} at {esc(_fmt(best.get('median_output_tokens_per_s')))} "
-            f"tok/s; {'beats' if sweep.get('beats_original') else 'does not beat'} the original significantly "
-            f"(file {esc(sweep.get('file', ''))}).</p>"
+            f"<h2>Last sweep on {esc(host)}</h2><p>{esc(sweep['time'])}: {esc(_fmt(sweep['evaluated']))} "
+            f"candidate(s), best {esc(best['flags'] or '-')} at {esc(_fmt(best['median']))} "
+            f"tok/s; {'beats' if sweep['beats_original'] else 'does not beat'} the original significantly "
+            f"(file {esc(sweep['file'])}).</p>"
         )
         parts.append(_table(f"sweep {host}", "sweep", SWEEP_COLUMNS, sweep_rows(sweep)))
     parts.append("</body></html>\n")

@@ -15,12 +15,18 @@ Flags that changed between releases are mapped for the target version (docs/sgla
 and the version. The known flags per version come from ``sglang_flag_table`` (dumped from the
 real parsers of released wheels). For a version between two dumped ones, a flag is known only
 if both neighbours know it; the installed parser has the last word on the node.
+
+No value may read as an option (``option_in_value``): SGLang's ``--config`` merge turns
+``key: value`` into ``--key value`` and argparse then takes a value such as ``--admin-api-key=x``
+(a list item, or after a flag whose value is optional) as that option, past every check made on
+the keys. Secret flags and ``--config`` are never profile keys (``check_profile``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import FLAGS, VERSIONS
@@ -32,6 +38,16 @@ class SGLangArgsError(ValueError):
 
 # Short spellings people write (argparse's prefix matching accepts them) -> canonical flag.
 ALIASES = {"tp": "tp-size", "dp": "dp-size", "pp": "pp-size", "ep": "ep-size"}
+
+# Flags that carry secrets: they come from sglang_server_api_key (no_log) only, never from a profile.
+SECRET_FLAGS = ("api-key", "admin-api-key")
+# Flags the role sets itself: --config names the options file it writes.
+RESERVED_FLAGS = ("config",)
+# What argparse (Python 3.11 to 3.13) takes as a negative number, hence as a value, not an option.
+_NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+# A profile key: a flag name with dashes or underscores, with or without the leading "--".
+_KEY_RE = re.compile(r"(?:--)?[A-Za-z0-9][A-Za-z0-9_-]*")
+_SCALARS = (str, int, float)
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(post|rc|dev)(\d+))?$")
 _SUFFIX_ORDER = {"dev": -3, "rc": -2, None: 0, "post": 1}
@@ -60,6 +76,110 @@ def known_flags(version: str) -> dict[str, str]:
         upper = next(i for i, key in enumerate(keys) if key > wanted)
         indexes = [upper - 1, upper]
     return {flag: kind for flag, (kind, presence) in FLAGS.items() if all(presence[index] == "1" for index in indexes)}
+
+
+def _is_dash(char: str) -> bool:
+    """ASCII '-', a Unicode dash (category Pd) or a minus sign: what reads as an option's prefix."""
+    return char in "-\u2212\ufe63\uff0d" or unicodedata.category(char) == "Pd"
+
+
+def option_in_value(value: str) -> str | None:
+    """Why ``value`` may not be the value of a flag (it is, or reads as, an option), or None.
+
+    argparse reads a word that starts with '-' as an option unless it is a plain negative number;
+    ``--name=x`` and any unambiguous prefix of a long option (``--admin-api``) are that option, and
+    ``-h...`` is the help option. A word that starts with blanks or a Unicode dash is a value to
+    argparse today, but is one trim or normalisation away from an option: refused as well.
+    """
+    text = value.lstrip()
+    if not text or not _is_dash(text[0]):
+        return None
+    if text == value and _NEGATIVE_NUMBER.fullmatch(value):
+        return None
+    lead = 0
+    while lead < len(text) and _is_dash(text[lead]):
+        lead += 1
+    plain = "-" * lead + text[lead:]
+    name = plain.split("=", 1)[0]
+    matches = sorted(
+        flag for flag in FLAGS if flag == name or (name.startswith("--") and len(name) > 2 and flag.startswith(name))
+    )
+    if name in FLAGS:
+        what = f"it is the SGLang option {name}"
+    elif len(matches) == 1:
+        what = f"argparse completes it to the SGLang option {matches[0]}"
+    elif matches:
+        what = f"argparse reads it as an abbreviation of an SGLang option ({', '.join(matches[:3])}, ...)"
+    elif lead == 1 and plain.startswith("-h"):
+        what = "argparse reads it as the help option -h (the server would print its usage and exit)"
+    else:
+        what = "argparse reads a word starting with '-' as an option (only plain negative numbers like -1 are values)"
+    if text != value:
+        what += "; it starts with blanks that any trimming removes"
+    if plain != text:
+        what += f"; it starts with the dash U+{ord(text[0]):04X} that reads as '-'"
+    return what
+
+
+def shown_value(value: str) -> str:
+    """The value for an error message: its leading word up to '=' or a blank, at most 40 characters;
+    the rest (after ``--api-key=`` or ``--api-key `` comes a key) is never shown."""
+    text = value.lstrip()
+    cut = next((i for i, char in enumerate(text) if char == "=" or char.isspace()), len(text))
+    head = text[: min(cut, 40)]
+    return repr(("<blanks>" if text != value else "") + head + ("<hidden>" if len(head) < len(text) else ""))
+
+
+def check_value(where: str, key: str, value: str) -> None:
+    """Refuse a value that reads as an option (``option_in_value``); the message names key and value."""
+    why = option_in_value(value)
+    if why is not None:
+        raise SGLangArgsError(
+            f"{where}: the value {shown_value(value)} of {key} looks like an option: {why}. SGLang's --config "
+            "merge and its argument parser would read it as an option, not as the value of this flag; give the "
+            "option as a key of its own (secrets only through sglang_server_api_key)"
+        )
+
+
+def check_profile(profile: Any, where: str = "SGLang flags") -> None:
+    """The shape of a profile, version-independent: keys are flag names (never a secret flag or --config),
+    values are None, switches, numbers, text, lists of those, or dicts (rendered as JSON), and no text
+    reads as an option. ``where`` says whose profile it is (a file, a variable) in the message."""
+    if not isinstance(profile, dict):
+        raise SGLangArgsError(f"{where} must be a dict of flag: value, got {type(profile).__name__}")
+    for key, value in profile.items():
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise SGLangArgsError(
+                f"{where}: key {shown_value(str(key))} is not a flag name "
+                "(letters, digits, '-' and '_', e.g. tp or moe_runner_backend)"
+            )
+        name = _flag_name(key)
+        if value is None or value is False:
+            continue  # removes the flag (merge_profiles) or renders nothing
+        if name in SECRET_FLAGS:
+            raise SGLangArgsError(
+                f"{where}: key {key!r} sets --{name}, which must not be set in profiles, tuned profiles or extra args "
+                "(they show in facts and logs); set sglang_server_api_key instead"
+            )
+        if name in RESERVED_FLAGS:
+            raise SGLangArgsError(
+                f"{where}: key {key!r} sets --{name}, which role sglang_server sets itself "
+                "(its options file); remove it"
+            )
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if item is None and value is not item:
+                raise SGLangArgsError(f"{where}: key {key!r} has a null item in its list")
+            if isinstance(item, dict) or item is None or isinstance(item, bool):
+                continue
+            if isinstance(item, (list, tuple)):
+                raise SGLangArgsError(f"{where}: key {key!r} has a nested list, which cannot be rendered")
+            if not isinstance(item, _SCALARS):
+                raise SGLangArgsError(
+                    f"{where}: key {key!r} has a value of type {type(item).__name__}; give text, a number, true/false, "
+                    "a list or a dict"
+                )
+            check_value(where, f"key {key!r}", str(item))
 
 
 def _flag_name(key: str) -> str:
@@ -132,6 +252,7 @@ def _scalar(flag: str, value: Any, version: str) -> str:
 def render_argv(profile: dict[str, Any], version: str) -> list[str]:
     """The argv (without the launcher) for ``profile`` on SGLang ``version``; errors name the flag."""
     known = known_flags(version)
+    check_profile(profile)
     flags = _map_renamed(normalize(profile), known)
     unknown = sorted(f"--{name}" for name, value in flags.items() if f"--{name}" not in known and value is not None)
     if unknown:

@@ -10,11 +10,16 @@ We write every key with dashes, exactly as the flag (``tp-size``), every value a
 as ``true``, in the JSON subset of YAML: any YAML parser and ``json`` read it the same way, and no
 value can change type (``"0755"``, ``"no"``, ``"1e3"`` stay strings).
 
-Environment files (systemd ``EnvironmentFile=``): one ``NAME="value"`` per line, the value
-double-quoted with ``\\``, ``"``, `````` ` `````` and ``$`` escaped (systemd reads them with the
-shell's double-quote rules). A name that is not an identifier, or a value with a control character
-(a newline would start a line of its own), is refused with a message that names the key, never the
-value.
+Environment files (systemd ``EnvironmentFile=``, read by ``parse_env_file_internal`` in systemd's
+``src/basic/env-file.c``; docs/sglang-server-hardening.md): one ``NAME="value"`` per line, the value
+double-quoted with ``\\``, ``"``, `````` ` `````` and ``$`` escaped. Inside double quotes systemd
+keeps every character but ``"`` and ``\\``, and turns ``\\`` before one of ``"\\`$`` into that
+character, so the value reads back exactly. Refused, with a message that names the variable, never
+the value: a name that is not an identifier (``FOO\\n`` included), a value with a character that is
+not printable (a NUL ends the file for systemd, a newline or carriage return would end the line
+for any reader of the file but systemd's quoted state), and a header line with such a character or
+ending with ``\\`` (systemd before 254 continues such a comment onto the next line, which would
+swallow the first variable).
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ import json
 import re
 from typing import Any
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import known_flags
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+    RESERVED_FLAGS,
+    SECRET_FLAGS,
+    known_flags,
+    option_in_value,
+    shown_value,
+)
 
-# Flags that carry secrets: they come from sglang_server_api_key (no_log) only, never from profiles.
-SECRET_FLAGS = ("api-key", "admin-api-key")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ServerConfigError(ValueError):
@@ -53,7 +62,9 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
     """``['--tp-size', '8', '--enable-metrics']`` -> ``{'tp-size': '8', 'enable-metrics': True}``.
 
     ``kinds`` maps each flag of the version to bool/value/optional/list (sglang_args.known_flags).
-    A list flag takes the words up to the next known flag.
+    A list flag takes the words up to the next known flag. A value that reads as an option
+    (sglang_args.option_in_value: ``--admin-api-key=x``, ``--api``, ``-h``) is refused: SGLang's
+    config merge would hand it to argparse as that option.
     """
     config: dict[str, Any] = {}
     index = 0
@@ -61,7 +72,7 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
         flag = argv[index]
         kind = kinds.get(flag)
         if kind is None:
-            raise ServerConfigError(f"SGLang option {flag!r} is not a flag this version knows")
+            raise ServerConfigError(f"SGLang option {shown_value(flag)} is not a flag this version knows")
         key = flag[2:]
         if key in config:
             raise ServerConfigError(f"SGLang flag {flag} is given twice")
@@ -71,6 +82,12 @@ def config_from_argv(argv: list[str], kinds: dict[str, str]) -> dict[str, Any]:
             continue
         values = []
         while index < len(argv) and (kind == "list" or not values) and argv[index] not in kinds:
+            why = option_in_value(argv[index])
+            if why is not None:
+                raise ServerConfigError(
+                    f"SGLang flag {flag}: the value {shown_value(argv[index])} looks like an option ({why}); "
+                    f"SGLang's config merge would hand it to argparse as an option, not as the value of {flag}"
+                )
             values.append(argv[index])
             index += 1
         if not values:
@@ -91,6 +108,9 @@ def render_config(argv: list[str], version: str, api_key: str = "") -> str:
             f"{', '.join(given)} must not be set in profiles or extra args (they show in facts and logs); "
             "set sglang_server_api_key instead"
         )
+    reserved = [f"--{key}" for key in RESERVED_FLAGS if key in config]
+    if reserved:
+        raise ServerConfigError(f"{', '.join(reserved)} is set by role sglang_server itself; remove it from the argv")
     if api_key:
         check_text("sglang_server_api_key", api_key)
         config["api-key"] = api_key
@@ -101,11 +121,22 @@ def render_env_file(env: dict[str, Any], header: str = "") -> str:
     """``NAME="value"`` lines for systemd's EnvironmentFile=, sorted by name; refuses unsafe input."""
     if not isinstance(env, dict):
         raise ServerConfigError(f"environment must be a dict of NAME: value, got {type(env).__name__}")
-    lines = [f"# {line}" for line in header.splitlines()]
+    lines = []
+    for line in header.split("\n") if header.rstrip("\n") else []:
+        check_text("the environment file's header", line)
+        if line.endswith("\\"):
+            raise ServerConfigError(
+                "a line of the environment file's header ends with '\\', which continues the comment onto the "
+                "next line for systemd before 254; remove the backslash"
+            )
+        lines.append(f"# {line}" if line else "#")
     for name in sorted(env, key=str):
         value = env[name]
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise ServerConfigError(f"environment variable name {str(name)!r} is not a valid identifier")
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ServerConfigError(
+                f"environment variable name {str(name)[:60]!r} is not a valid identifier (letters, digits and '_', "
+                "not starting with a digit)"
+            )
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ServerConfigError(
                 f"environment variable {name} must be a string or a number, not {type(value).__name__} "

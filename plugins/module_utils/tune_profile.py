@@ -9,6 +9,10 @@
   profile by role sglang_server (lookup gpufleet.sglang.sglang_tuned_profile), with how they were found.
 
 ``<stem>`` is the gate's baseline file stem (module_utils/gate_baseline.py ``file_stem``).
+
+A tuned profile's flags are a profile like any other (module_utils/sglang_args.py ``check_profile``):
+written only when they pass, and checked again when read back, since the file is outside data by
+then (a value such as ``--admin-api-key=x`` is refused by name with the file's path).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline impo
     file_stem,
     locked,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SGLangArgsError, check_profile
 
 TUNED_SUFFIX = ".tuned.json"
 SWEEP_SUFFIX = ".sweep.json"
@@ -51,6 +56,10 @@ def write_sweep(directory: str, key: dict[str, str], sweep: dict[str, Any]) -> s
 
 def write_tuned(directory: str, key: dict[str, str], flags: dict[str, Any], found: dict[str, Any]) -> str:
     """Write the tuned profile of ``key`` (the winner's flags over the profile); returns its path."""
+    try:
+        check_profile(flags, "the tuned flags")
+    except SGLangArgsError as exc:
+        raise TunedProfileError(f"{exc}; nothing was written") from exc
     stem = stem_path(directory, key)
     doc = {"key": key, "flags": flags, "found": found}
     with locked(stem + ".lock"):
@@ -80,4 +89,11 @@ def find_tuned(directory: str, match: dict[str, str]) -> tuple[str, dict[str, An
         raise TunedProfileError(
             f"more than one tuned profile matches {match}: {', '.join(p for p, _d in hits)}; remove all but one"
         )
-    return hits[0] if hits else None
+    if not hits:
+        return None
+    path, doc = hits[0]
+    try:
+        check_profile(doc["flags"], f"tuned profile {path}")
+    except SGLangArgsError as exc:
+        raise TunedProfileError(f"{exc}; fix or delete the file (or run tune.yml again)") from exc
+    return path, doc

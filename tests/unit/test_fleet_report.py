@@ -7,6 +7,7 @@ renders it with its three charts and no console error."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -14,10 +15,16 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
     RUN_COLUMNS,
     SWEEP_COLUMNS,
+    display_text,
     load_history,
     load_sweeps,
     markers,
@@ -219,3 +226,310 @@ def test_chromium_renders_the_charts_without_console_errors(tmp_path):
     assert all(complete and width > 100 for _id, complete, width in sizes), sizes
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(shot) > 50_000  # a blank page of this size compresses to a few KiB
+
+
+# ---- every record read defensively, every field escaped (issue 22) ----
+
+TEMPLATE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "ul", "li", "img"}
+TEMPLATE_TAGS |= {"table", "caption", "thead", "tbody", "tr", "th", "td"}
+TEMPLATE_ATTRS = {"lang", "charset", "class", "id", "alt", "src"}
+MARKUP = [
+    "<script>alert(1)</script>",
+    "</script><script>alert(2)</script>",
+    '"><img src=x onerror=alert(3)>',
+    "' onmouseover='alert(4)",
+    "{{ lookup('pipe', 'id') }}",
+    "</style><b>x</b>",
+    "]]><svg onload=alert(5)>",
+    "$\\frac{$",
+    "&lt;amp;",
+    "\x00\x0b\x1b[31m",
+    "\ud800 lone surrogate",
+]
+
+
+class Structure(HTMLParser):
+    """Every element and attribute of a page, to tell the template's from any that came from data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += attrs
+
+    handle_startendtag = handle_starttag
+
+
+def _assert_only_template_markup(page: str) -> None:
+    structure = Structure()
+    structure.feed(page)
+    assert set(structure.tags) <= TEMPLATE_TAGS, set(structure.tags) - TEMPLATE_TAGS
+    assert {name for name, _value in structure.attrs} <= TEMPLATE_ATTRS
+    for name, value in structure.attrs:
+        if name == "class":
+            assert value in ("problems", "runs", "sweep")
+        if name == "src":
+            assert str(value).startswith("data:image/svg+xml;base64,")
+
+
+def _fixture_record() -> dict:
+    path = sorted(FIXTURES.glob("*.history.jsonl"))[0]
+    return json.loads(path.read_text().splitlines()[0])
+
+
+def _fixture_sweep() -> dict:
+    (path,) = FIXTURES.glob("*.sweep.json")
+    return json.loads(path.read_text())
+
+
+def _page_of(directory: Path) -> tuple[str, list[dict], dict, list[str]]:
+    runs, problems = load_history(str(directory))
+    sweeps, sweep_problems = load_sweeps(str(directory))
+    problems += sweep_problems
+    page = render_html("t", "now", str(directory), runs=runs, sweeps=sweeps, charts={}, problems=problems)
+    return page, runs, sweeps, problems
+
+
+def test_sweep_fields_are_escaped_and_checked(tmp_path):
+    # 'evaluated' went into the page unescaped
+    sweep = dict(_fixture_sweep(), evaluated="<script>alert(1)</script>")
+    (tmp_path / "a.sweep.json").write_text(json.dumps(sweep))
+    page, _runs, sweeps, problems = _page_of(tmp_path)
+    assert sweeps == {}
+    assert problems == ["a.sweep.json: not a sweep record (field 'evaluated' is not a whole number)"]
+    _assert_only_template_markup(page)
+
+
+def test_markup_in_every_text_field_stays_text(tmp_path):
+    rec = _fixture_record()
+    rec.update(host=MARKUP[0], verdict=MARKUP[1], reason=MARKUP[2])
+    rec["key"] = dict(rec["key"], sglang_version=MARKUP[3], model_revision=MARKUP[4], profile=MARKUP[5])
+    (tmp_path / "x.history.jsonl").write_text(json.dumps(rec) + "\n")
+    sweep = _fixture_sweep()
+    sweep["key"] = dict(sweep["key"], host=MARKUP[6])
+    sweep["time"] = "2026-11-30T15:10:00+00:00"
+    sweep["best"] = dict(sweep["best"], flags=MARKUP[1])
+    sweep["candidates"][0].update(flags=MARKUP[0], status=MARKUP[2], verdict=MARKUP[3], reason=MARKUP[5])
+    (tmp_path / "x.sweep.json").write_text(json.dumps(sweep))
+    page, runs, sweeps, problems = _page_of(tmp_path)
+    assert problems == []
+    assert len(runs) == 1
+    assert list(sweeps) == [MARKUP[6]]
+    _assert_only_template_markup(page)
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables["runs"]
+    assert table[1][0] == MARKUP[0]  # shown as the text it is
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"[1, 2]", "a list, not a mapping"),
+        (b'"just text"', "a str, not a mapping"),
+        (b'{"key": [], "time": "2026-11-30T16:00:00+00:00"}', "field 'key' is not a mapping"),
+        (b"\xff\xfe not utf-8", "not JSON"),
+        (b'{"median_output_tokens_per_s": NaN}', "not JSON"),
+    ],
+)
+def test_a_malformed_history_line_is_a_named_problem(tmp_path, line, why):
+    good = json.dumps(_fixture_record()).encode()
+    (tmp_path / "h.history.jsonl").write_bytes(good + b"\n" + line + b"\n" + good + b"\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert len(runs) == 2
+    assert problems == [f"h.history.jsonl line 2: not a gate run record ({why})"]
+    _assert_only_template_markup(page)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"time": "yesterday"}, "field 'time' is not an ISO 8601 time"),
+        ({"time": "2026-11-30T16:00:00"}, "field 'time' has no UTC offset"),
+        ({"median_output_tokens_per_s": "fast"}, "field 'median_output_tokens_per_s' is not a finite number"),
+        ({"trials": 5}, "field 'trials' is not a list"),
+        ({"telemetry": {"gpus": ["x"]}}, "field 'telemetry.gpus' is not a list of mappings"),
+        ({"verdict": ["pass"]}, "field 'verdict' is not text"),
+    ],
+)
+def test_a_record_of_the_wrong_shape_is_a_named_problem(tmp_path, change, why):
+    rec = dict(_fixture_record(), **change)
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    _page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert runs == []
+    assert problems == [f"h.history.jsonl line 1: not a gate run record ({why})"]
+
+
+def test_a_bad_candidate_is_left_out_and_named_the_rest_shown(tmp_path):
+    sweep = _fixture_sweep()
+    total = len(sweep["candidates"])
+    sweep["candidates"][1] = "not a candidate"
+    sweep["candidates"][2] = dict(sweep["candidates"][2], reason=7)
+    (tmp_path / "s.sweep.json").write_text(json.dumps(sweep))
+    _page, _runs, sweeps, problems = _page_of(tmp_path)
+    assert problems == [
+        "s.sweep.json: candidate 2 left out (a str, not a mapping)",
+        "s.sweep.json: candidate 3 left out (field 'reason' is not text)",
+    ]
+    (only,) = sweeps.values()
+    assert len(only["candidates"]) == total - 2
+
+
+def test_a_symlink_out_of_the_directory_is_not_read(tmp_path):
+    outside = tmp_path / "outside.history.jsonl"
+    outside.write_text(json.dumps(_fixture_record()) + "\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "evil.history.jsonl").symlink_to(outside)
+    runs, problems = load_history(str(data))
+    assert runs == []
+    assert len(problems) == 1
+    assert problems[0].startswith("evil.history.jsonl: skipped: ")
+    assert "symlink" in problems[0]
+
+
+def test_control_characters_and_undecodable_names_are_shown_replaced(tmp_path):
+    from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
+
+    rec = dict(_fixture_record(), host="node\x00\x0b\ud800")
+    name = os.fsencode(str(tmp_path)) + b"/\xff.history.jsonl"  # not UTF-8: a surrogate in the str
+    with open(name, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(rec) + "\n" + "not json\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert len(runs) == 1
+    assert len(problems) == 1
+    page.encode("utf-8")  # a lone surrogate failed the write of the page
+    assert "node\ufffd\ufffd\ufffd" in page
+    _assert_only_template_markup(page)
+    for uri in charts(runs, {}).values():
+        _assert_plain_svg(uri)  # a control character made the SVG ill-formed
+
+
+def test_a_file_name_with_a_control_character_is_skipped_and_named(tmp_path):
+    (tmp_path / "a\x1b.history.jsonl").write_text(json.dumps(_fixture_record()) + "\n")
+    runs, problems = load_history(str(tmp_path))
+    assert runs == []
+    assert len(problems) == 1
+    assert "contains a control character" in problems[0]
+
+
+def test_charts_draw_record_text_as_text(tmp_path):
+    from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
+
+    rec = dict(_fixture_record(), host="$\\frac{$")
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    sweep = _fixture_sweep()
+    sweep["candidates"][0]["flags"] = "$\\undefined{x}$"
+    (tmp_path / "s.sweep.json").write_text(json.dumps(sweep))
+    runs, _problems = load_history(str(tmp_path))
+    sweeps, _sweep_problems = load_sweeps(str(tmp_path))
+    pictures = charts(runs, sweeps)  # mathtext raised ValueError on these labels
+    assert sorted(pictures) == ["power", "sweeps", "throughput"]
+    for uri in pictures.values():
+        _assert_plain_svg(uri)
+
+
+markup_text = st.one_of(st.text(max_size=12), st.sampled_from(MARKUP))
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), markup_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(markup_text, inner, max_size=3)),
+    max_leaves=6,
+)
+RECORD_FIELDS = ["host", "time", "key", "verdict", "reason", "failed", "median_output_tokens_per_s", "trials"]
+RECORD_FIELDS += ["baseline_median", "delta_pct", "p_value", "telemetry"]
+KEY_FIELDS = ["host", "sglang_version", "model", "model_revision", "profile", "gpu_model"]
+
+
+@st.composite
+def history_records(draw):
+    """A real record with some fields (or key fields) replaced by anything, or anything at all."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(json_values)
+    rec = _fixture_record()
+    for field in draw(st.lists(st.sampled_from(RECORD_FIELDS), max_size=3)):
+        rec[field] = draw(json_values)
+    if isinstance(rec.get("key"), dict):
+        for field in draw(st.lists(st.sampled_from(KEY_FIELDS), max_size=2)):
+            rec["key"][field] = draw(markup_text if draw(st.booleans()) else json_values)
+    return rec
+
+
+@st.composite
+def sweep_records(draw):
+    if draw(st.integers(0, 4)) == 0:
+        return draw(json_values)
+    sweep = _fixture_sweep()
+    for field in draw(st.lists(st.sampled_from(["key", "candidates", "time", "best", "evaluated"]), max_size=2)):
+        sweep[field] = draw(json_values)
+    if isinstance(sweep.get("key"), dict):
+        sweep["key"]["host"] = draw(markup_text)
+    if isinstance(sweep.get("candidates"), list) and sweep["candidates"]:
+        index = draw(st.integers(0, len(sweep["candidates"]) - 1))
+        sweep["candidates"][index] = draw(
+            st.one_of(
+                json_values,
+                st.dictionaries(
+                    st.sampled_from(
+                        ["flags", "status", "verdict", "reason", "median_output_tokens_per_s", "p_vs_best"]
+                    ),
+                    json_values,
+                ),
+            )
+        )
+    return sweep
+
+
+@given(st.lists(history_records(), max_size=4), st.lists(sweep_records(), max_size=2), st.binary(max_size=20))
+def test_any_records_give_a_page_with_every_bad_record_named(tmp_path_factory, records, sweeps_in, junk):
+    directory = tmp_path_factory.mktemp("report")
+    lines = [json.dumps(rec).encode() for rec in records] + [junk.replace(b"\n", b" ")]
+    (directory / "h.history.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    for index, sweep in enumerate(sweeps_in):
+        (directory / f"s{index}.sweep.json").write_text(json.dumps(sweep))
+    page, runs, sweeps, problems = _page_of(directory)  # never an exception
+    non_blank = sum(1 for line in lines if line.strip())
+    assert len(runs) + sum(1 for p in problems if p.startswith("h.history.jsonl line ")) == non_blank
+    named = {p.split(":")[0] for p in problems if ": not a sweep record" in p}
+    shown = {s["file"] for s in sweeps.values()}
+    for index, sweep in enumerate(sweeps_in):
+        name = f"s{index}.sweep.json"
+        assert (name in named) != (name in shown) or (
+            name not in named and sweep["key"]["host"] in sweeps  # an older sweep of a host shown
+        )
+    _assert_only_template_markup(page)
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables["runs"]
+    assert [row[0] for row in table[1:]] == [display_text(r["host"]) for r in runs]  # data comes back as text
+    page.encode("utf-8")  # what atomic_write does: no lone surrogate left
+
+
+@settings(max_examples=15)  # matplotlib draws three charts per example
+@given(st.lists(history_records(), max_size=3), st.lists(sweep_records(), max_size=1))
+def test_charts_of_any_records_never_raise(tmp_path_factory, records, sweeps_in):
+    from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
+
+    directory = tmp_path_factory.mktemp("charts")
+    (directory / "h.history.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in records))
+    for index, sweep in enumerate(sweeps_in):
+        (directory / f"s{index}.sweep.json").write_text(json.dumps(sweep))
+    runs, _problems = load_history(str(directory))
+    sweeps, _sweep_problems = load_sweeps(str(directory))
+    pictures = charts(runs, sweeps)
+    for uri in pictures.values():
+        _assert_plain_svg(uri)
+
+
+def _assert_plain_svg(uri: str) -> None:
+    """Well-formed SVG without script, foreign content, event handlers or links (record text is drawn)."""
+    prefix = "data:image/svg+xml;base64,"
+    assert uri.startswith(prefix)
+    root = ElementTree.fromstring(base64.b64decode(uri[len(prefix) :]))
+    for element in root.iter():
+        local = str(element.tag).rsplit("}", 1)[-1]
+        assert local not in ("script", "foreignObject", "a", "iframe")
+        for name in element.attrib:
+            assert not name.rsplit("}", 1)[-1].lower().startswith("on")
