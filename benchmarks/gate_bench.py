@@ -181,14 +181,19 @@ def simulated_gate(
     model: str = "normal",
     drift: float = 0.0,
     baseline_trials: int = 5,
+    baseline_outlier: float = 0.0,
 ) -> tuple[str, int]:
     """One gate with the gate's own stopping rule (gate_stats.evaluate): (verdict, valid trials used).
 
     The baseline is ``baseline_trials`` trials at 1000 tok/s; current trials come one at a time at
-    1000 x ``true_ratio``, each ``drift`` (a fraction) lower than the one before.
+    1000 x ``true_ratio``, each ``drift`` (a fraction) lower than the one before. With
+    ``baseline_outlier`` the last baseline trial is that fraction of 1000 instead (a trial measured
+    while another job held the GPUs: the reviewer's case of issue 22).
     """
     draw = NOISE_MODELS[model]
     base = [1000.0 * draw(rng, noise) for _trial in range(baseline_trials)]
+    if baseline_outlier:
+        base[-1] = 1000.0 * baseline_outlier
     cur: list[float] = []
     while True:
         cur.append(1000.0 * true_ratio * (1.0 - drift * len(cur)) * draw(rng, noise))
@@ -229,6 +234,10 @@ CONDITIONS = [
     ("15% drop, 3% slow-tail", {"true_ratio": 0.85, "noise": 0.03, "model": "slow 10%"}),
     ("no change, drift -1%/trial", {"true_ratio": 1.0, "noise": 0.03, "drift": 0.01}),
     ("15% drop, drift -1%/trial", {"true_ratio": 0.85, "noise": 0.03, "drift": 0.01}),
+    ("no change, 1 baseline trial at 5%", {"true_ratio": 1.0, "noise": 0.03, "baseline_outlier": 0.05}),
+    ("30% drop, 1 baseline trial at 5%", {"true_ratio": 0.70, "noise": 0.03, "baseline_outlier": 0.05}),
+    ("50% drop, 1 baseline trial at 5%", {"true_ratio": 0.50, "noise": 0.03, "baseline_outlier": 0.05}),
+    ("15% drop, 1 baseline trial at 80%", {"true_ratio": 0.85, "noise": 0.03, "baseline_outlier": 0.80}),
 ]
 
 
