@@ -185,6 +185,8 @@ def decide(
     """
     if not current:
         raise ValueError("no valid current trials to decide on")
+    _logs("current", current)  # throughputs: positive finite numbers, else a named ValueError
+    _logs("baseline", list(baseline or []))
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     if not 0 < alpha < 1:
@@ -630,8 +632,8 @@ def evaluate(current: list[float], baseline: list[float] | None, design: Design)
     if step.decision == "continue":
         return None
     d = _decided(current, base, design, step.stop or "")
-    if step.decision == "pass" and step.stop != "cap" and beyond_tolerance(d.current_median, d.threshold):
-        return None  # the test says PASS, the medians disagree: measure on (the cap decides, guarded)
+    if step.decision == "pass" and len(current) < design.max_trials and beyond_tolerance(d.current_median, d.threshold):
+        return None  # the test says PASS, the medians disagree: measure on (at the cap the guard decides)
     seq = step.as_dict()
     d.sequential = seq
     if d.reason == "below_floor":
