@@ -605,7 +605,7 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
             result,
         )
     if d.verdict == "fail":
-        return True, f"throughput gate FAIL (regression): {stats}. {tele_line}", result
+        return True, f"throughput gate FAIL ({d.reason}): {stats}. {tele_line}", result
     if d.verdict == "unknown":
         msg = f"throughput gate UNKNOWN after an extra round of {p.trials} trials (inconclusive): {stats}. {tele_line}"
         return p.fail_on_unknown, msg, result

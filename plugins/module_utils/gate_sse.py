@@ -204,11 +204,12 @@ def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> d
 UNDECIDED, CUMULATIVE, INCREMENTAL = 0, 1, 2
 # the named reason of an event that claims more tokens than the stream carried
 OVER_REPORTED = "over-reported tokens"
+_INT_ONLY = {int}
 
 
 def _id_count(ids: object, name: str, payload: bytes) -> int:
     """How many token ids a decoded ``output_ids`` / ``token_ids`` value carries (a list of integers)."""
-    if not isinstance(ids, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in ids):
+    if not isinstance(ids, list) or (ids and set(map(type, ids)) != _INT_ONLY):  # bool is not int here
         raise SSEError(f"malformed event ({name} is not a list of integers): {payload[:120]!r}")
     return len(ids)
 
@@ -315,17 +316,19 @@ class StreamChecker:
         and ``ct <=`` the ids of all events. The first event that only one reading explains fixes the
         reading for the rest of the stream (until then nothing has been counted).
         """
-        self._bounds(ct)
-        prev = self.tokens
         self.ids_seen += n
+        mode = self.mode
+        if mode == CUMULATIVE and ct <= n:  # the common case, first
+            return
+        prev = self.tokens
         cumulative = ct <= n
         incremental = ct <= self.ids_seen and n <= ct - prev
-        mode = self.mode
         if mode == UNDECIDED:
             if cumulative != incremental:
                 self.mode = mode = CUMULATIVE if cumulative else INCREMENTAL
             elif cumulative:
                 return
+        self._bounds(ct)  # a count past the tokens asked for (or backwards) is named as such first
         if mode == CUMULATIVE and not cumulative:
             raise SSEError(
                 f"{OVER_REPORTED}: an event claims completion_tokens {ct} but carries {n} output_ids "
@@ -339,9 +342,9 @@ class StreamChecker:
 
     def _carried(self, ct: int) -> None:
         """Check a count against what events without a fixed reading carried: ids and text bytes, summed."""
-        self._bounds(ct)
         carried = self.ids_seen + self.text_seen
         if ct > carried:
+            self._bounds(ct)
             raise SSEError(
                 f"{OVER_REPORTED}: an event claims completion_tokens {ct} but the stream carried {self.ids_seen} "
                 f"token ids and {self.text_seen} bytes of text without ids (a token is at least one of either)"

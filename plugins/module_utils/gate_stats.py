@@ -17,8 +17,8 @@ Fixed-design rule (after asv and Chromium Pinpoint):
 
 - FAIL iff median(current) < median(baseline) x (1 - tolerance) AND a one-sided Mann-Whitney
   test (current smaller than baseline) gives p < alpha;
-- PASS iff the drop is within the tolerance, or the test is clearly not significant
-  (p >= ``clear_p``);
+- PASS iff the drop is within the tolerance (a drop beyond it that the test finds clearly not
+  significant, p >= ``clear_p``, is a PASS of the rule that :func:`guard` turns into a FAIL);
 - otherwise UNKNOWN: the caller runs one more round of trials and decides again.
 
 A baseline of fewer than ``MIN_TRIALS`` (5) trials gives no statistical verdict: with 3 vs 3 trials
