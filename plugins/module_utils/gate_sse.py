@@ -15,10 +15,13 @@ Formats (docs/sglang-versions-and-flags.md):
   ``continuous_usage_stats`` adds ``usage`` to every chunk.
 - a mid-stream error is an event ``{"error": {"message": ...}}`` (then ``[DONE]``).
 
-Token counts come from the server (``completion_tokens``), never from counting events.
-:class:`StreamChecker` checks every event of a stream: it must be a JSON object, carry no error,
-its count may never go backwards or past the tokens asked for, nothing may follow ``[DONE]`` and
-the final count must be the one asked for. Decoding every cumulative event with ``json`` would cost
+Token counts come from the server (``completion_tokens``), never from counting events, but never
+more than the stream carried. :class:`StreamChecker` checks every event of a stream: it must be a
+JSON object, carry no error, its count may never go backwards or past the tokens asked for, nor
+past the token ids (or, without ids, the bytes of text) the stream carried, read cumulatively or
+incrementally as the stream itself shows (docs/gate-stream-checks.md, "Claimed and carried
+tokens"; the named reason :data:`OVER_REPORTED`), nothing may follow ``[DONE]`` and the final count
+must be the one asked for. Decoding every cumulative event with ``json`` would cost
 more CPU than the rest of the client, so a fast path accepts SGLang's compact native event
 (``{"text":"...","output_ids":[...],"meta_info":{flat object}}``) after checking its bytes against
 an exact subset of the JSON grammar; for a cumulative stream only the bytes that are new since the
