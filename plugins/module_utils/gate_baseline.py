@@ -29,13 +29,18 @@ import json
 import math
 import os
 import re
+import shlex
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import MIN_TRIALS, median
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
+    MIN_TRIALS,
+    baseline_spread_problem,
+    median,
+)
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
@@ -74,6 +79,16 @@ REBASELINE_HINT = (
     "-e throughput_gate_accept_baseline=true -e 'throughput_gate_accept_reason=<why>' "
     "(or move the file out of the baseline directory)."
 )
+
+
+def rebaseline_command(host: str) -> str:
+    """The command that re-takes ``host``'s baseline on purpose (roles/throughput_gate/README.md,
+    "How to re-baseline"); the inventory is the caller's."""
+    return (
+        f"ansible-playbook playbooks/bench.yml -i <inventory> --limit {shlex.quote(host)} "
+        "-e throughput_gate_accept_baseline=true "
+        "-e 'throughput_gate_accept_reason=re-baseline: the old baseline had an outlier trial'"
+    )
 
 
 class BaselineError(ValueError):
@@ -211,6 +226,12 @@ def parse_baseline(path: str, data: bytes) -> Baseline:
         raise BaselineError(
             f"baseline file {path} has {len(trials)} trials; a baseline needs at least {MIN_TRIALS} "
             f"(with fewer, no regression can ever be significant). {REBASELINE_HINT}"
+        )
+    spread = baseline_spread_problem(trials)
+    if spread:
+        raise BaselineError(
+            f"baseline file {path}: {spread}. It is not used. Re-take it on purpose (at least {MIN_TRIALS} "
+            f"trials): {rebaseline_command(key['host'])}"
         )
     shape = doc.get("shape") if isinstance(doc.get("shape"), dict) else {}
     return Baseline(path, key, [float(v) for v in trials], shape, hashlib.sha256(data).hexdigest(), doc)
@@ -390,6 +411,9 @@ def _trials_problem(values: object) -> str | None:
         return "the run returned no valid trial values"
     if len(values) < MIN_TRIALS:
         return f"the run has {len(values)} valid trials; a baseline needs at least {MIN_TRIALS}"
+    spread = baseline_spread_problem(values)
+    if spread:
+        return f"the run's trials cannot be a baseline: {spread}"
     return None
 
 

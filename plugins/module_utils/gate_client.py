@@ -13,7 +13,8 @@ line limits, file-descriptor limits and tokenizer CPU. Here:
 - responses are read by :class:`gate_http.StreamConnection`, an ``asyncio.Protocol`` that decodes
   chunked transfer encoding and splits events itself, with no per-line or per-event size limit;
 - tokens are the server's own running ``completion_tokens``; every event is checked by
-  :class:`gate_sse.StreamChecker` (malformed, error, backwards, after ``[DONE]``, final count);
+  :class:`gate_sse.StreamChecker` (malformed, error, backwards, after ``[DONE]``, final count, and a
+  count beyond the ``output_ids`` / ``token_ids`` / text the stream carried: ``over-reported tokens``);
 - throughput is measured by :mod:`gate_meter` over the steady-state window: from the moment every
   worker has its first token until the first worker finds no request left to send (warmup ramp
   and drain tail excluded).

@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import 
     MIN_TRIALS,
     Decision,
     Design,
+    baseline_spread_problem,
     evaluate,
     median,
 )
@@ -145,6 +146,9 @@ def validate(p: GateParams) -> None:
     values: dict[str, object] = {name: getattr(p, name) for name in NUMERIC_OPTIONS}
     values["baseline"] = p.baseline
     check_bounds(values)
+    spread = baseline_spread_problem(p.baseline) if p.baseline else None
+    if spread:
+        raise GateInputError(f"baseline: {spread}; give a baseline measured while nothing else loaded the server")
     try:
         p.design_rule().check()
     except ValueError as exc:
@@ -601,7 +605,7 @@ def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
             result,
         )
     if d.verdict == "fail":
-        return True, f"throughput gate FAIL (regression): {stats}. {tele_line}", result
+        return True, f"throughput gate FAIL ({d.reason}): {stats}. {tele_line}", result
     if d.verdict == "unknown":
         msg = f"throughput gate UNKNOWN after an extra round of {p.trials} trials (inconclusive): {stats}. {tele_line}"
         return p.fail_on_unknown, msg, result

@@ -15,10 +15,13 @@ Formats (docs/sglang-versions-and-flags.md):
   ``continuous_usage_stats`` adds ``usage`` to every chunk.
 - a mid-stream error is an event ``{"error": {"message": ...}}`` (then ``[DONE]``).
 
-Token counts come from the server (``completion_tokens``), never from counting events.
-:class:`StreamChecker` checks every event of a stream: it must be a JSON object, carry no error,
-its count may never go backwards or past the tokens asked for, nothing may follow ``[DONE]`` and
-the final count must be the one asked for. Decoding every cumulative event with ``json`` would cost
+Token counts come from the server (``completion_tokens``), never from counting events, but never
+more than the stream carried. :class:`StreamChecker` checks every event of a stream: it must be a
+JSON object, carry no error, its count may never go backwards or past the tokens asked for, nor
+past the token ids (or, without ids, the bytes of text) the stream carried, read cumulatively or
+incrementally as the stream itself shows (docs/gate-stream-checks.md, "Claimed and carried
+tokens"; the named reason :data:`OVER_REPORTED`), nothing may follow ``[DONE]`` and the final count
+must be the one asked for. Decoding every cumulative event with ``json`` would cost
 more CPU than the rest of the client, so a fast path accepts SGLang's compact native event
 (``{"text":"...","output_ids":[...],"meta_info":{flat object}}``) after checking its bytes against
 an exact subset of the JSON grammar; for a cumulative stream only the bytes that are new since the
@@ -200,6 +203,29 @@ def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> d
     }
 
 
+# how a native stream's output_ids are read (StreamChecker._native_ids)
+UNDECIDED, CUMULATIVE, INCREMENTAL = 0, 1, 2
+# the named reason of an event that claims more tokens than the stream carried
+OVER_REPORTED = "over-reported tokens"
+_INT_ONLY = {int}
+
+
+def _id_count(ids: object, name: str, payload: bytes) -> int:
+    """How many token ids a decoded ``output_ids`` / ``token_ids`` value carries (a list of integers)."""
+    if not isinstance(ids, list) or (ids and set(map(type, ids)) != _INT_ONLY):  # bool is not int here
+        raise SSEError(f"malformed event ({name} is not a list of integers): {payload[:120]!r}")
+    return len(ids)
+
+
+def _text_bytes(text: object, payload: bytes) -> int:
+    """UTF-8 bytes of a decoded event's text (absent or null: none)."""
+    if text is None:
+        return 0
+    if not isinstance(text, str):
+        raise SSEError(f"malformed event (text is not a string): {payload[:120]!r}")
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode()
@@ -221,11 +247,15 @@ class StreamChecker:
         "expected",
         "finish",
         "head",
+        "ids_seen",
         "max_event",
         "meta_head",
         "meta_tail",
         "mid",
+        "mid_ids",
+        "mode",
         "native",
+        "text_seen",
         "tokens",
         "usage",
     )
@@ -246,6 +276,11 @@ class StreamChecker:
         self.mid = b""  # '","output_ids":[' and the ids
         self.meta_head = b""  # '],"meta_info":{' up to and with '"completion_tokens":'
         self.meta_tail = b""  # after the count, to the end of the event
+        self.mid_ids = 0  # how many output_ids the previous accepted compact event carried
+        # what the stream carried so far (docs/gate-stream-checks.md, "Claimed and carried tokens")
+        self.ids_seen = 0  # output_ids (native) or token_ids (OpenAI), summed over events
+        self.text_seen = 0  # UTF-8 bytes of text of events without ids, summed over events
+        self.mode = UNDECIDED  # how a native stream's output_ids are read: CUMULATIVE or INCREMENTAL
 
     def event(self, payload: bytes) -> int:
         """Check one event's payload (``data:`` removed); raise :class:`SSEError` naming what is wrong."""
@@ -257,27 +292,77 @@ class StreamChecker:
         if len(payload) > self.max_event:
             raise SSEError(f"an event of {len(payload)} bytes, more than the {self.max_event} accepted")
         self.events += 1
-        ct = self._fast_native(payload) if self.native else None
-        if ct is None:
-            ct = self._decoded(payload)
+        fast = self._fast_native(payload) if self.native else None
+        if fast is not None:
+            ct, n = fast
+            self._native_ids(ct, n)
+        else:
+            ct = self._decoded(payload)  # checks what the event carries itself
             if ct is None:
                 return self.tokens
+        self._bounds(ct)
+        self.tokens = ct
+        return ct
+
+    def _bounds(self, ct: int) -> None:
+        """A count may never go backwards or past the tokens asked for."""
         if ct < self.tokens:
             raise SSEError(f"completion_tokens went backwards ({self.tokens} -> {ct})")
         if ct > self.expected:
             raise SSEError(f"completion_tokens {ct} is more than the {self.expected} tokens asked for")
-        self.tokens = ct
-        return ct
 
-    def _fast_native(self, p: bytes) -> int | None:
-        """The count of a compact native event whose bytes are valid JSON, or None to decode it.
+    def _native_ids(self, ct: int, n: int) -> None:
+        """Check a native event's count ``ct`` against the ``n`` output_ids it carries.
+
+        A cumulative stream (SGLang's default) carries every id so far in each event: ``ct <= n``.
+        An incremental one (``--incremental-streaming-output``) carries the new ids: ``n <= ct - previous``
+        and ``ct <=`` the ids of all events. The first event that only one reading explains fixes the
+        reading for the rest of the stream (until then nothing has been counted).
+        """
+        self.ids_seen += n
+        mode = self.mode
+        if mode == CUMULATIVE and ct <= n:  # the common case, first
+            return
+        prev = self.tokens
+        cumulative = ct <= n
+        incremental = ct <= self.ids_seen and n <= ct - prev
+        if mode == UNDECIDED:
+            if cumulative != incremental:
+                self.mode = mode = CUMULATIVE if cumulative else INCREMENTAL
+            elif cumulative:
+                return
+        self._bounds(ct)  # a count past the tokens asked for (or backwards) is named as such first
+        if mode == CUMULATIVE and not cumulative:
+            raise SSEError(
+                f"{OVER_REPORTED}: an event claims completion_tokens {ct} but carries {n} output_ids "
+                "(a cumulative stream carries every token so far)"
+            )
+        if mode != CUMULATIVE and not incremental:
+            raise SSEError(
+                f"{OVER_REPORTED}: an event claims completion_tokens {ct} but the stream carried "
+                f"{self.ids_seen} output_ids in all (this event {n}, after completion_tokens {prev})"
+            )
+
+    def _carried(self, ct: int) -> None:
+        """Check a count against what events without a fixed reading carried: ids and text bytes, summed."""
+        carried = self.ids_seen + self.text_seen
+        if ct > carried:
+            self._bounds(ct)
+            raise SSEError(
+                f"{OVER_REPORTED}: an event claims completion_tokens {ct} but the stream carried {self.ids_seen} "
+                f"token ids and {self.text_seen} bytes of text without ids (a token is at least one of either)"
+            )
+
+    def _fast_native(self, p: bytes) -> tuple[int, int] | None:
+        """(count, output_ids carried) of a compact native event whose bytes are valid JSON, or None to
+        decode it.
 
         Accepted: ``{"text":"<no escape, no control byte>","output_ids":[<integers>],"meta_info":{<flat
         object of scalars>}}`` as valid UTF-8, without an ``"error":`` key.
         """
-        ct = self._continued(p)
-        if ct is not None:
-            return ct
+        cont = self._continued(p)
+        if cont is not None:
+            return cont
         if not (p.startswith(_NATIVE_HEAD) and p.endswith(b"}}")):
             return None
         q = p.find(b'"', 9)  # the text holds no backslash (checked below), so this quote ends it
@@ -297,14 +382,17 @@ class StreamChecker:
             or (not p.isascii() and not _valid_utf8(p))
         ):
             return None
+        ct = int(m.group(1))
+        n = p.count(b",", q + 16, r) + 1 if r > q + 16 else 0
         self.head = p[:q]
         self.mid = p[q:r]
+        self.mid_ids = n
         self.meta_head = p[r : r + 14 + i + 20]
         self.meta_tail = p[r + 14 + m.end(1) :]
-        return int(m.group(1))
+        return ct, n
 
-    def _continued(self, p: bytes) -> int | None:
-        """The count of a cumulative event that extends the previous accepted one, or None.
+    def _continued(self, p: bytes) -> tuple[int, int] | None:
+        """(count, output_ids carried) of a cumulative event that extends the previous accepted one, or None.
 
         The bytes shared with the previous event are compared, not scanned again: only the new
         text, the new ids and the count are checked. This keeps a cumulative stream linear.
@@ -333,9 +421,13 @@ class StreamChecker:
             or (not p.isascii() and not _valid_utf8(p[h:q]))
         ):
             return None
+        ct = int(m.group())
+        # the ids new since the previous event follow its last id as ",<id>" (or start the list)
+        n = (p.count(b",", s, r) + 1 if r > s else 0) if mid.endswith(b"[") else self.mid_ids + p.count(b",", s, r)
         self.head = p[:q]
         self.mid = p[q:r]
-        return int(m.group())
+        self.mid_ids = n
+        return ct, n
 
     def _decoded(self, payload: bytes) -> int | None:
         """The count of an event decoded with json (None: an OpenAI chunk without usage)."""
@@ -346,16 +438,32 @@ class StreamChecker:
             if not isinstance(ct, int) or isinstance(ct, bool) or ct < 0:
                 raise SSEError(f"malformed event (no integer meta_info.completion_tokens): {payload[:120]!r}")
             self.finish = meta.get("finish_reason") or self.finish
+            ids = obj.get("output_ids")
+            if ids is not None:
+                self._native_ids(ct, _id_count(ids, "output_ids", payload))
+            else:
+                self.text_seen += _text_bytes(obj.get("text"), payload)
+                self._carried(ct)
             return ct
         choices = obj.get("choices")
         if not isinstance(choices, list):
             raise SSEError(f"malformed event (no choices list): {payload[:120]!r}")
         for choice in choices:
-            if isinstance(choice, dict) and choice.get("finish_reason"):
+            if not isinstance(choice, dict):
+                raise SSEError(f"malformed event (a choice that is not an object): {payload[:120]!r}")
+            if choice.get("finish_reason"):
                 self.finish = choice["finish_reason"]
+            ids = choice.get("token_ids")  # a delta in both modes (return_token_ids)
+            if ids is not None:
+                self.ids_seen += _id_count(ids, "token_ids", payload)
+            else:
+                self.text_seen += _text_bytes(choice.get("text"), payload)
         ct = usage_tokens(obj)
         if ct is not None:
+            if ct < 0 or isinstance(ct, bool):
+                raise SSEError(f"usage with a negative or non-integer completion_tokens: {ct!r}")
             self.usage = True
+            self._carried(ct)
         return ct
 
     def _finish(self) -> None:

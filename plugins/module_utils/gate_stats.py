@@ -17,13 +17,22 @@ Fixed-design rule (after asv and Chromium Pinpoint):
 
 - FAIL iff median(current) < median(baseline) x (1 - tolerance) AND a one-sided Mann-Whitney
   test (current smaller than baseline) gives p < alpha;
-- PASS iff the drop is within the tolerance, or the test is clearly not significant
-  (p >= ``clear_p``);
+- PASS iff the drop is within the tolerance (a drop beyond it that the test finds clearly not
+  significant, p >= ``clear_p``, is a PASS of the rule that :func:`guard` turns into a FAIL);
 - otherwise UNKNOWN: the caller runs one more round of trials and decides again.
 
 A baseline of fewer than ``MIN_TRIALS`` (5) trials gives no statistical verdict: with 3 vs 3 trials
 Mann-Whitney can never reach p < 0.05. The absolute floor (``min_output_tokens_per_s``) fails on
 its own, whatever the baseline.
+
+Robustness (docs/measurement.md, "Outliers"): the fixed design works on medians and ranks; the
+sequential one on log throughputs winsorised at their median +- ``WINSOR_K`` robust standard
+deviations (:func:`winsorised_logs`), so one far-off trial cannot move its estimate. A baseline
+whose trials lie further than ``BASELINE_MAX_LOW`` / ``BASELINE_MAX_HIGH`` from their own median is
+refused (:func:`baseline_spread_problem`). And one invariant, enforced in :func:`guard`, the one
+place every verdict of :func:`decide` and :func:`evaluate` passes through: never PASS while the
+current median is below the baseline median by more than the tolerance (reason
+``median_beyond_tolerance``).
 """
 
 from __future__ import annotations
@@ -39,6 +48,23 @@ EXACT_MAX_N = 40
 # p at or above which a drop beyond the tolerance is "clearly not significant": the current
 # trials do not even tend to rank below the baseline.
 CLEAR_P = 0.5
+# A baseline trial further below (above) its baseline's median than this fraction is not a measurement
+# of the same server: another job held the GPUs, a node was throttled. Such a baseline is refused
+# (baseline_spread_problem): 25% below / 33.3% above (the same distance on the log scale) is more
+# than 5 standard deviations of the noisiest server in docs/measurement.md.
+BASELINE_MAX_LOW = 0.25
+BASELINE_MAX_HIGH = 1.0 / (1.0 - BASELINE_MAX_LOW) - 1.0
+# The sequential design winsorises each sample's log throughputs at median +- WINSOR_K robust standard
+# deviations (1.4826 x MAD), the scale never taken below WINSOR_SCALE_FLOOR, for samples of at least
+# WINSOR_MIN_N trials (the MAD of fewer is too unstable to clip by). The floor matters: the MAD of 5
+# trials collapses when 3 of them tie, and clipping must then still leave the spread of a normal
+# server alone (a 2% floor clips nothing within 8% of the median: 4 sd of a server with 2% noise).
+WINSOR_K = 4.0
+WINSOR_SCALE_FLOOR = 0.02
+WINSOR_MIN_N = 4
+MAD_TO_SD = 1.4826
+# the reason of the invariant (guard): a PASS that the medians contradict is turned into a FAIL
+BEYOND_TOLERANCE = "median_beyond_tolerance"
 
 
 def median(values: list[float]) -> float:
@@ -154,10 +180,13 @@ def decide(
     """Apply the decision rule to valid trial throughputs (tok/s). See the module docstring.
 
     Reasons: ``below_floor``, ``regression``, ``within_tolerance``, ``not_significant``,
-    ``inconclusive``, ``baseline_insufficient``, ``no_baseline``.
+    ``inconclusive``, ``baseline_insufficient``, ``no_baseline``, ``median_beyond_tolerance``
+    (:func:`guard`).
     """
     if not current:
         raise ValueError("no valid current trials to decide on")
+    _logs("current", current)  # throughputs: positive finite numbers, else a named ValueError
+    _logs("baseline", list(baseline or []))
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     if not 0 < alpha < 1:
@@ -175,14 +204,29 @@ def decide(
         return Decision(verdict, reason, cur_med, base_med, delta, p, threshold)
 
     if min_output_tokens_per_s and cur_med < min_output_tokens_per_s:
-        return make("fail", "below_floor")
+        return guard(make("fail", "below_floor"))
     if not base:
-        return make("pass", "no_baseline")
+        return guard(make("pass", "no_baseline"))
     if len(base) < MIN_TRIALS:
-        return make("pass", "baseline_insufficient")
+        return guard(make("pass", "baseline_insufficient"))
     if threshold is None or p is None:  # unreachable: a non-empty baseline sets both
         raise ValueError("internal: baseline median or p-value missing")
-    return make(*_statistical_verdict(cur_med, threshold, p, alpha, clear_p))
+    return guard(make(*_statistical_verdict(cur_med, threshold, p, alpha, clear_p)))
+
+
+def beyond_tolerance(current_median: float, threshold: float | None) -> bool:
+    """Whether the current median is below the baseline median by more than the tolerance."""
+    return threshold is not None and current_median < threshold
+
+
+def guard(d: Decision) -> Decision:
+    """The gate's invariant, applied to every verdict :func:`decide` and :func:`evaluate` return: never
+    PASS while the current median is below the baseline median by more than the tolerance. Such a
+    PASS (a baseline with an outlier, a test the noise blinded) becomes a FAIL with reason
+    ``median_beyond_tolerance``; a FAIL or UNKNOWN is left as it is."""
+    if d.verdict == "pass" and beyond_tolerance(d.current_median, d.threshold):
+        d.verdict, d.reason = "fail", BEYOND_TOLERANCE
+    return d
 
 
 def _statistical_verdict(cur_med: float, threshold: float, p: float, alpha: float, clear_p: float) -> tuple[str, str]:
@@ -293,6 +337,49 @@ def _logs(name: str, values: list[float]) -> list[float]:
             raise ValueError(f"{name} sample holds a value that is not a positive finite number: {v!r}")
         out.append(math.log(v))
     return out
+
+
+def winsorised_logs(name: str, values: list[float]) -> list[float]:
+    """Log values, each pulled in to median +- ``WINSOR_K`` robust standard deviations of the sample.
+
+    The robust standard deviation is ``MAD_TO_SD`` x the median absolute deviation, at least
+    ``WINSOR_SCALE_FLOOR``; samples of fewer than ``WINSOR_MIN_N`` values are returned unclipped.
+    One far-off trial (a stall, another job on the GPUs) then moves the mean by at most
+    ``WINSOR_K`` robust standard deviations / n instead of its whole distance / n.
+    """
+    logs = _logs(name, values)
+    if len(logs) < WINSOR_MIN_N:
+        return logs
+    mid = median(logs)
+    scale = max(MAD_TO_SD * median([abs(v - mid) for v in logs]), WINSOR_SCALE_FLOOR)
+    low, high = mid - WINSOR_K * scale, mid + WINSOR_K * scale
+    return [min(max(v, low), high) for v in logs]
+
+
+def baseline_spread_problem(values: list[float]) -> str | None:
+    """Why these baseline trials spread too far to compare with (their numbers named), or None.
+
+    Every trial must lie within ``BASELINE_MAX_LOW`` below and ``BASELINE_MAX_HIGH`` above the
+    median of the trials; a value that is not a positive finite number is named too.
+    """
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return f"trial {v!r} is not a positive finite tokens/s number"
+    if not values:
+        return "it has no trials"
+    mid = median(values)
+    low, high = mid * (1.0 - BASELINE_MAX_LOW), mid * (1.0 + BASELINE_MAX_HIGH)
+    off = [v for v in values if not low <= v <= high]
+    if not off:
+        return None
+    shown = ", ".join(f"{v:g}" for v in values[:20]) + (", ..." if len(values) > 20 else "")
+    worst = max(off, key=lambda v: abs(math.log(v / mid)))
+    return (
+        f"its trials spread too far to compare with: [{shown}] tok/s, median {mid:g}; "
+        f"{len(off)} trial(s) outside {low:g} .. {high:g} (-{BASELINE_MAX_LOW * 100:g}% / "
+        f"+{BASELINE_MAX_HIGH * 100:.1f}% of the median), the furthest {worst:g} "
+        f"({(worst - mid) / mid * 100:+.1f}%): measured while something else loaded the server?"
+    )
 
 
 def _mean(values: list[float]) -> float:
@@ -452,6 +539,7 @@ def boundaries(alpha: float, beta: float) -> tuple[float, float]:
 def sequential_step(current: list[float], baseline: list[float], design: Design) -> Step:
     """The truncated SPRT after the valid trials in ``current`` (pure; docs/measurement.md).
 
+    Both samples' log throughputs are winsorised first (:func:`winsorised_logs`).
     The estimate is d = mean(log current) - mean(log baseline), with standard error
     s * sqrt(1/n + 1/m) from the pooled standard deviation s of both samples (m + n - 2 degrees of
     freedom, at least :data:`SIGMA_FLOOR`). Its t statistic against the midpoint of the two
@@ -462,7 +550,7 @@ def sequential_step(current: list[float], baseline: list[float], design: Design)
     never before ``min_trials``; at ``max_trials`` the side of the tolerance line decides.
     """
     design.check()
-    lc, lb = _logs("current", current), _logs("baseline", baseline)
+    lc, lb = winsorised_logs("current", current), winsorised_logs("baseline", baseline)
     n, m = len(lc), len(lb)
     if n == 0 or m < 2:
         raise ValueError(f"the sequential test needs current trials and >= 2 baseline trials (got {n} and {m})")
@@ -544,10 +632,12 @@ def evaluate(current: list[float], baseline: list[float] | None, design: Design)
     if step.decision == "continue":
         return None
     d = _decided(current, base, design, step.stop or "")
+    if step.decision == "pass" and len(current) < design.max_trials and beyond_tolerance(d.current_median, d.threshold):
+        return None  # the test says PASS, the medians disagree: measure on (at the cap the guard decides)
     seq = step.as_dict()
     d.sequential = seq
     if d.reason == "below_floor":
         return d
     d.verdict = step.decision
     d.reason = "regression" if step.decision == "fail" else "within_tolerance"
-    return d
+    return guard(d)

@@ -53,11 +53,17 @@ description:
     (RV(stop)); docs/measurement.md in the collection explains the design and its measured error rates."
   - "Decision, O(design=fixed) (the design the gate used before the sequential one): O(trials) trials;
     FAIL iff median(current) < median(baseline) x (1 - O(tolerance)) and a one-sided Mann-Whitney test (exact) gives p <
-    O(alpha); PASS if the drop is within the tolerance or clearly not significant (p >= 0.5);
-    otherwise UNKNOWN, which runs one extra round of O(trials) trials and decides again on all of them."
+    O(alpha); PASS if the drop is within the tolerance; a drop beyond it that is clearly not significant
+    (p >= 0.5) fails as C(median_beyond_tolerance); otherwise UNKNOWN, which runs one extra round of
+    O(trials) trials and decides again on all of them."
   - A baseline of fewer than 5 trials gives no statistical verdict (reason C(baseline_insufficient), a
     pass); without a usable baseline both designs measure O(trials) trials. The floor
     O(min_output_tokens_per_s) fails on its own.
+  - "Whatever the design, the verdict is never PASS while the current median is below the baseline
+    median by more than O(tolerance) (reason C(median_beyond_tolerance)); the sequential design
+    winsorises each sample's log throughputs, and a O(baseline) with a trial more than 25% below or
+    33.3% above its median is refused. An event that claims more tokens than the stream carried
+    (C(output_ids), C(token_ids), else text) makes the trial invalid (C(over-reported tokens))."
   - With O(telemetry), one C(nvidia-smi --query-gpu=... -lms) loop samples all GPUs during the trials;
     the result reports per-GPU power against the enforced limit, utilization, SM clock,
     temperature, clock-event reasons and energy; average power under 50% of the limit is flagged
@@ -319,8 +325,10 @@ verdict:
   type: str
 reason:
   description: >-
-    Why: V(within_tolerance), V(not_significant), V(regression), V(below_floor), V(inconclusive),
-    V(baseline_insufficient), V(no_baseline), V(invalid_trials), V(not_ready), V(error), V(check_mode).
+    Why: V(within_tolerance), V(regression), V(median_beyond_tolerance) (a PASS that the medians
+    contradict: never a pass), V(below_floor), V(inconclusive), V(baseline_insufficient),
+    V(no_baseline), V(invalid_trials), V(not_ready), V(error), V(check_mode). V(not_significant) is no
+    longer produced (it became V(median_beyond_tolerance)).
   returned: always
   type: str
 trials:

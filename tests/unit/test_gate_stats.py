@@ -98,10 +98,13 @@ DECISIONS = [
     ([85.0, 84.0, 86.0, 85.5, 84.5], BASE, {}, "fail", "regression"),  # the 15% drop
     # median down 20% but the samples overlap so much that p is not small: UNKNOWN
     ([80.0, 80.0, 80.0, 120.0, 120.0], [60.0, 100.0, 100.0, 100.0, 140.0], {}, "unknown", "inconclusive"),
-    # median far down but current ranks higher overall: clearly not significant
-    ([10.0, 10.0, 10.0, 500.0, 500.0], [100.0, 100.0, 100.0, 1.0, 1.0], {}, "pass", "not_significant"),
+    # median far down but current ranks higher overall: "clearly not significant" to the rank test,
+    # but never a PASS with the median 90% down (the guard, issue 22)
+    ([10.0, 10.0, 10.0, 500.0, 500.0], [100.0, 100.0, 100.0, 1.0, 1.0], {}, "fail", "median_beyond_tolerance"),
     ([50.0] * 5, [], {}, "pass", "no_baseline"),
-    ([50.0] * 5, [100.0, 100.0, 100.0], {}, "pass", "baseline_insufficient"),
+    ([95.0] * 5, [100.0, 100.0, 100.0], {}, "pass", "baseline_insufficient"),
+    # no statistical verdict, but the medians alone rule out a PASS
+    ([50.0] * 5, [100.0, 100.0, 100.0], {}, "fail", "median_beyond_tolerance"),
     ([100.0] * 5, BASE, {"min_output_tokens_per_s": 150}, "fail", "below_floor"),
     ([100.0] * 5, [], {"min_output_tokens_per_s": 150}, "fail", "below_floor"),
     ([80.0, 81.0, 79.0, 80.5, 79.5], BASE, {"tolerance": 0.25}, "pass", "within_tolerance"),
@@ -296,7 +299,7 @@ def test_floor_and_missing_baselines_in_the_sequential_design():
     assert (d.verdict, d.reason, d.trials) == ("fail", "below_floor", 3)
     # without a usable baseline: exactly `trials` trials, no statistical verdict
     assert verdicts([50.0] * 5, baseline=[]) == [None] * 4 + [("pass", "no_baseline", 5, "round")]
-    assert verdicts([50.0] * 4, baseline=[100.0] * 3, design=Design(trials=4)) == [None] * 3 + [
+    assert verdicts([95.0] * 4, baseline=[100.0] * 3, design=Design(trials=4)) == [None] * 3 + [
         ("pass", "baseline_insufficient", 4, "round")
     ]
 
