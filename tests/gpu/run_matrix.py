@@ -32,8 +32,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-import workloads  # noqa: E402  (names of the workloads; nothing GPU is imported here)
-from sandbox import load_sets  # noqa: E402
+import workloads  # the names of the workloads; nothing GPU is imported here
+import yaml
+from sandbox import SETS, load_sets
+
+SETS_NAME = f"tests/gpu/{SETS.name}"
 
 ROLE_DEFAULTS = REPO / "roles/sglang_server/defaults/main.yml"
 UNIT_TEMPLATE = REPO / "roles/sglang_server/templates/sglang-server.service.j2"
@@ -53,8 +56,6 @@ AUDIT = re.compile(
 
 
 def role_value(name: str) -> object:
-    import yaml
-
     return yaml.safe_load(ROLE_DEFAULTS.read_text(encoding="utf-8"))[name]
 
 
@@ -223,7 +224,7 @@ def run_one(name: str, column: dict, env_extra: dict[str, str], sets: dict, time
         "exit": code,
         "seconds": round(time.monotonic() - started, 1),
         "detail": last if status != "FAIL" else (error or last),
-        "devices": sorted(f"{path} {''.join(sorted(acc, reverse=True))}" for path, acc in monitor.devices.items()),
+        "devices": sorted(f"{path} {'/'.join(sorted(acc))}" for path, acc in monitor.devices.items()),
         "applied": applied,
         "output_tail": lines[-40:],
     }
@@ -242,7 +243,8 @@ def denied_for(kmsg_lines: list[str], uid: int, names: dict[int, str]) -> list[s
 def versions() -> dict[str, str]:
     code = (
         "import torch, triton, platform; "
-        "print(torch.__version__, torch.version.cuda, '.'.join(map(str, torch.cuda.nccl.version())), triton.__version__, platform.python_version())"
+        "print(torch.__version__, torch.version.cuda, '.'.join(map(str, torch.cuda.nccl.version())), "
+        "triton.__version__, platform.python_version())"
     )
     info: dict[str, str] = {}
     try:
@@ -256,6 +258,7 @@ def versions() -> dict[str, str]:
         smi = (
             subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                check=False,
                 capture_output=True,
                 text=True,
             )
@@ -295,7 +298,7 @@ def render(info: dict, columns: list[dict], rows: list[tuple[str, dict]], result
         "",
         "| workload | "
         + " | ".join(c["title"] for c in columns)
-        + " | refused calls (audit log) | device nodes opened |",
+        + " | refused calls (audit log) | device nodes the sandboxed runs opened |",
         "|---|" + "---|" * len(columns) + "---|---|",
     ]
     for label, _env in rows:
@@ -305,9 +308,88 @@ def render(info: dict, columns: list[dict], rows: list[tuple[str, dict]], result
             for c in columns
             if results.get((label, c["title"])) and results[(label, c["title"])].get("denied")
         )
-        devs = sorted({d for c in columns for d in (results.get((label, c["title"])) or {}).get("device_check", [])})
+        devs = sorted(
+            {
+                d
+                for c in columns
+                if c["filter"] is not None
+                for d in (results.get((label, c["title"])) or {}).get("device_check", [])
+            }
+        )
         out.append(f"| {label} | " + " | ".join(cells) + f" | {denied or 'none'} | {'<br>'.join(devs) or '-'} |")
     return "\n".join(out) + "\n"
+
+
+def make_columns() -> list[dict]:
+    """No sandbox; SystemCallFilter=@system-service alone (the unit before pidfd_getfd); the role's default."""
+    current = list(role_value("sglang_server_syscall_filter"))
+    families = unit_families()
+    columns = [
+        {"title": "no sandbox", "filter": None},
+        {"title": "@system-service only", "filter": ["@system-service"], "uid": 61001, "families": families},
+        {"title": "unit default: " + " ".join(current), "filter": current, "uid": 61002, "families": families},
+    ]
+    return [c for c in columns if not (c["title"] == "@system-service only" and set(current) == {"@system-service"})]
+
+
+def prepare_workdir(columns: list[dict]) -> None:
+    """The harness outside /root and /home (ProtectHome hides them); a home and cache dir per sandbox uid."""
+    (WORK / "harness").mkdir(parents=True, exist_ok=True)
+    for item in ("workloads.py", "sandbox.py", "syscall_sets.json"):
+        shutil.copy(HERE / item, WORK / "harness" / item)
+    for column in columns:
+        if column["filter"] is None:
+            continue
+        for sub in ("home", "cache"):  # ReadWritePaths=
+            path = WORK / f"{sub}-{column['uid']}"
+            path.mkdir(parents=True, exist_ok=True)
+            os.chown(path, column["uid"], column["uid"])
+
+
+def make_rows(chosen: list[str]) -> list[tuple[str, dict]]:
+    rows: list[tuple[str, dict]] = []
+    for name in chosen:
+        if name in {"nccl_allreduce", "nccl_allgather"}:
+            for variant in NCCL_VARIANTS:
+                label = " ".join(f"{k}={v}" for k, v in variant.items()) or "(default)"
+                rows.append((f"{name} {label}", dict(variant)))
+        else:
+            rows.append((name, {}))
+    return rows
+
+
+def run_row(name: str, env_extra: dict, columns: list[dict], context: dict) -> dict[str, dict]:
+    """The columns of one row side by side (each sandbox its own uid), then their refused calls and devices."""
+    kmsg = Kmsg()
+    row: dict[str, dict] = {}
+
+    def one(column: dict) -> None:
+        row[column["title"]] = run_one(name, column, env_extra, context["sets"], context["timeout"])
+
+    threads = [threading.Thread(target=one, args=(column,)) for column in columns]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(0.2)
+    lines = kmsg.read()
+    context["kmsg_error"] = kmsg.error
+    for column in columns:
+        result = row[column["title"]]
+        if column["filter"] is not None:
+            result["denied"] = denied_for(lines, column["uid"], context["names"])
+        result["device_check"] = [device_verdict(dev, context["policy"]) for dev in result["devices"]]
+    return row
+
+
+def device_verdict(dev: str, policy) -> str:
+    path, accesses = dev.rsplit(" ", 1)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path} {accesses}: gone"
+    verdicts = {check_device(os.major(st.st_rdev), os.minor(st.st_rdev), a, policy) for a in accesses.split("/")}
+    return f"{path} {accesses}: {'; '.join(sorted(verdicts))}"
 
 
 def main(argv: list[str]) -> int:
@@ -324,95 +406,44 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sets = load_sets()
-    names = syscall_names(sets)
-    current = list(role_value("sglang_server_syscall_filter"))
-    families = unit_families()
-    policy = device_policy(list(role_value("sglang_server_device_allow")))
-    columns = [
-        {"title": "no sandbox", "filter": None},
-        {"title": "@system-service only", "filter": ["@system-service"], "uid": 61001, "families": families},
-        {"title": "unit default: " + " ".join(current), "filter": current, "uid": 61002, "families": families},
-    ]
-    if set(current) == {"@system-service"}:
-        columns.pop(1)
-    (WORK / "harness").mkdir(parents=True, exist_ok=True)
-    for item in ("workloads.py", "sandbox.py", "syscall_sets.json"):
-        shutil.copy(HERE / item, WORK / "harness" / item)
-    for column in columns[1:]:  # the unit's home and cache dir (ReadWritePaths=), one pair per sandbox uid
-        for sub in ("home", "cache"):
-            path = WORK / f"{sub}-{column['uid']}"
-            path.mkdir(parents=True, exist_ok=True)
-            os.chown(path, column["uid"], column["uid"])
+    columns = make_columns()
+    prepare_workdir(columns)
+    context = {
+        "sets": sets,
+        "names": syscall_names(sets),
+        "policy": device_policy(list(role_value("sglang_server_device_allow"))),
+        "timeout": args.timeout_s,
+    }
     info = versions()
-    info["syscall_table"] = (
-        f"{sets['systemd_version']}, libseccomp {sets['libseccomp_version']} (tests/gpu/syscall_sets.json)"
-    )
+    info["syscall_table"] = f"{sets['systemd_version']}, libseccomp {sets['libseccomp_version']} ({SETS_NAME})"
     gpus = int(info["gpus"]) if info["gpus"].isdigit() else 0
-    chosen = [w for w in args.workloads.split(",") if w] or list(workloads.SINGLE + workloads.MULTI)
-    rows: list[tuple[str, dict]] = []
-    for name in chosen:
-        if name in ("nccl_allreduce", "nccl_allgather"):
-            rows += [
-                (f"{name} {' '.join(f'{k}={v}' for k, v in v.items()) or '(default)'}", dict(v)) for v in NCCL_VARIANTS
-            ]
-        else:
-            rows.append((name, {}))
+    rows = make_rows([w for w in args.workloads.split(",") if w] or list(workloads.SINGLE + workloads.MULTI))
     results: dict = {}
     applied = None
-    kmsg = Kmsg()
-    log = open(out / "sandbox-logs.txt", "w", encoding="utf-8")
-    for label, env_extra in rows:
-        name = label.split()[0]
-        if name in workloads.MULTI and gpus < 2:
-            for column in columns:
-                results[(label, column["title"])] = {"status": f"SKIP (needs 2 GPUs, have {gpus})", "detail": ""}
-            continue
-        if time.monotonic() > deadline:
-            continue
-        kmsg = Kmsg()
-        threads, row = [], {}
-        for column in columns:  # the columns of one row run side by side (own uid each)
-            thread = threading.Thread(
-                target=lambda c=column: row.__setitem__(c["title"], run_one(name, c, env_extra, sets, args.timeout_s))
-            )
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            thread.join()
-        time.sleep(0.2)
-        lines = kmsg.read()
-        for column in columns:
-            result = row[column["title"]]
-            if column["filter"] is not None:
-                result["denied"] = denied_for(lines, column["uid"], names)
-                applied = applied or result["applied"]
-            result["device_check"] = []
-            for dev in result["devices"]:
-                path, access = dev.rsplit(" ", 1)
-                try:
-                    st = os.stat(path)
-                    verdict = check_device(os.major(st.st_rdev), os.minor(st.st_rdev), access, policy)
-                except OSError:
-                    verdict = "gone"
-                result["device_check"].append(f"{path} {access}: {verdict}")
-            results[(label, column["title"])] = result
-            log.write(f"==== {label} / {column['title']}: {result['status']} ({result['seconds']} s)\n")
-            log.write("\n".join(result["output_tail"]) + "\n")
-            log.flush()
-            print(
-                f"{label:40} {column['title']:40} {result['status']} {result['seconds']}s {result['detail'][:120]}",
-                flush=True,
-            )
-        table = render(info, columns, rows, results, applied)
-        (out / "sandbox-matrix.md").write_text(table, encoding="utf-8")
-    if kmsg.error:
-        info["kmsg"] = kmsg.error
-    (out / "sandbox-matrix.json").write_text(
-        json.dumps(
-            {"info": info, "results": {f"{k[0]} / {k[1]}": v for k, v in results.items()}}, indent=1, default=str
-        ),
-        encoding="utf-8",
-    )
+    with open(out / "sandbox-logs.txt", "w", encoding="utf-8") as log:
+        for label, env_extra in rows:
+            name = label.split()[0]
+            if name in workloads.MULTI and gpus < 2:
+                for column in columns:
+                    results[(label, column["title"])] = {"status": f"SKIP (needs 2 GPUs, have {gpus})", "detail": ""}
+                continue
+            if time.monotonic() > deadline:
+                continue
+            for title, result in run_row(name, env_extra, columns, context).items():
+                results[(label, title)] = result
+                applied = applied or result.get("applied")
+                log.write(f"==== {label} / {title}: {result['status']} ({result['seconds']} s)\n")
+                log.write("\n".join(result["output_tail"]) + "\n")
+                log.flush()
+                print(
+                    f"{label:40} {title:40} {result['status']} {result['seconds']}s {result['detail'][:100]}",
+                    flush=True,
+                )
+            (out / "sandbox-matrix.md").write_text(render(info, columns, rows, results, applied), encoding="utf-8")
+    if context.get("kmsg_error"):
+        info["kmsg"] = context["kmsg_error"]
+    dump = {"info": info, "results": {f"{k[0]} / {k[1]}": v for k, v in results.items()}}
+    (out / "sandbox-matrix.json").write_text(json.dumps(dump, indent=1, default=str), encoding="utf-8")
     table = render(info, columns, rows, results, applied)
     (out / "sandbox-matrix.md").write_text(table, encoding="utf-8")
     print(table)

@@ -236,9 +236,14 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 
 
-def _mount(libc: ctypes.CDLL, src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None):
-    enc = lambda s: s.encode() if s is not None else None
-    if libc.mount(enc(src), target.encode(), enc(fstype), flags, enc(data)) != 0:
+def _enc(text: str | None) -> bytes | None:
+    return text.encode() if text is not None else None
+
+
+def _mount(libc: ctypes.CDLL, src: str | None, target: str, fstype: str | None, *flags_data) -> None:
+    """mount(2); ``flags_data``: the flags, then optionally the data string."""
+    flags, data = flags_data[0], (flags_data[1] if len(flags_data) > 1 else None)
+    if libc.mount(_enc(src), target.encode(), _enc(fstype), flags, _enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {src} {target} {fstype} {flags:#x}: {os.strerror(err)}")
 
