@@ -13,6 +13,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLEC
 
 UNIT = "/etc/systemd/system/sglang-server.service"
 CONFIG = "/etc/sglang/sglang-server.yaml"
+REDACTOR = "/usr/local/lib/gpufleet-sglang/sglang_log_redact.py"
 
 
 @pytest.fixture
@@ -61,7 +62,8 @@ def test_redactor_keeps_the_main_pid_and_leaves_the_server_tree(host):
     """The server is the unit's main PID (signals from systemd reach it directly); the redactor is
     no descendant of it (SGLang kills its own process tree at shutdown) and runs as the service user."""
     pid = main_pid(host)
-    redactors = host.run("pgrep -f sglang_log_redact.py").stdout.split()
+    # anchored at the start of the command line: `sh -c 'pgrep -f NAME'` would match its own shell
+    redactors = host.run(f"pgrep -f '^/usr/bin/python3 {REDACTOR} '").stdout.split()
     assert len(redactors) == 1, redactors
     stat = host.file(f"/proc/{redactors[0]}/stat").content_string
     assert stat.rsplit(")", 1)[1].split()[1] != pid
