@@ -34,6 +34,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 SECRET_OPTIONS = ("api-key", "admin-api-key", "api_key", "admin_api_key")
 EX_CONFIG = 78
@@ -126,7 +127,7 @@ def _write_all(fd: int, data: bytes) -> None:
             continue
 
 
-def pump(sources: dict[int, int], make: callable) -> None:
+def pump(sources: dict[int, int], make: Callable[[], LineRedactor]) -> None:
     """Copy each read fd to its write fd through its own redactor until every one is at EOF."""
     import selectors  # noqa: PLC0415 - only the redactor process needs it
 
@@ -136,7 +137,9 @@ def pump(sources: dict[int, int], make: callable) -> None:
         selector.register(read_fd, selectors.EVENT_READ, write_fd)
         redactors[read_fd] = make()
     while selector.get_map():
-        for key, _events in selector.select():
+        for key, events in selector.select():
+            if not events:
+                continue
             chunk = os.read(key.fd, 65536)
             if chunk:
                 out = redactors[key.fd].feed(chunk)
@@ -165,9 +168,9 @@ def _start_redactor(pipes: list[tuple[int, int]], targets: list[int], forms: lis
         os._exit(0)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    for _read_fd, write_fd in pipes:
-        os.close(write_fd)
-    sources = {read_fd: target for (read_fd, _w), target in zip(pipes, targets, strict=True)}
+    for pipe in pipes:
+        os.close(pipe[1])
+    sources = {pipe[0]: target for pipe, target in zip(pipes, targets, strict=True)}
     try:
         pump(sources, lambda: LineRedactor(forms, mask))
     finally:
