@@ -33,6 +33,12 @@ Real formats it follows:
 - Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
   request errors as ``{"error": {"message": ...}}`` with a 4xx/5xx status.
 
+- At start, the line SGLang 0.5.23 logs on stderr before it serves (``sglang/srt/entrypoints/engine.py``,
+  ``logger.info(f"server_args={...}")`` with the format ``[%(asctime)s] %(message)s``): the resolved
+  arguments as a Python dict, ``api_key`` and ``admin_api_key`` included as given (SGLang redacts only
+  watermark keys), e.g. ``[2026-12-01 10:00:00] server_args={'model_path': '/m', ..., 'api_key': 'K', ...}``.
+  The stand-in's dict holds the flags it was given (numbers as ints), plus ``api_key`` and
+  ``admin_api_key`` (None when not set).
 - ``--config FILE.yaml`` (SGLang >= 0.5.3): options read from a YAML mapping and put before the other
   command-line flags (so the command line wins), the way SGLang's ``ConfigArgumentMerger`` does: the
   file must end in .yaml/.yml and hold a mapping; ``key: true`` is the bare ``--key`` (``false``
@@ -1108,8 +1114,20 @@ async def serve(cfg: Config) -> int:
     return 0
 
 
+def server_args_line(flags: dict[str, object], now: float | None = None) -> str:
+    """SGLang's start-up dump of its arguments (see the header), for these flags."""
+    resolved: dict[str, object] = {}
+    for key, value in flags.items():
+        resolved[key] = int(value) if isinstance(value, str) and value.isdigit() else value
+    resolved.setdefault("api_key", None)
+    resolved.setdefault("admin_api_key", None)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    return f"[{stamp}] server_args={resolved}"
+
+
 def main(argv: list[str]) -> int:
     cfg = Config(parse_flags(merge_config(argv)))
+    print(server_args_line(cfg.flags), file=sys.stderr, flush=True)
     if cfg.surface["mode"] == "crash":
         print(f"sglang_api stand-in (surface): {cfg.surface['message']}", file=sys.stderr, flush=True)
         return 1

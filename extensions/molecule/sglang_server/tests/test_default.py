@@ -13,6 +13,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLEC
 
 UNIT = "/etc/systemd/system/sglang-server.service"
 CONFIG = "/etc/sglang/sglang-server.yaml"
+REDACTOR = "/usr/local/lib/gpufleet-sglang/sglang_log_redact.py"
 
 
 @pytest.fixture
@@ -44,6 +45,49 @@ def test_argv_is_launcher_and_config_only(host):
     assert "molecule-secret-key" not in host.file(f"/proc/{main_pid(host)}/cmdline").content_string
     assert "molecule-secret-key" not in host.file(UNIT).content_string
     assert "molecule-secret-key" not in host.run("ps -eo args").stdout
+
+
+def test_journal_holds_the_argument_dump_without_the_key(host):
+    """Issue 22: the stand-in logs SGLang 0.5.23's start-up line server_args={... 'api_key': ...} as
+    SGLang does; the unit's redactor blanks the key before it reaches the journal."""
+    journal = host.run("journalctl -u sglang-server --no-pager -o cat").stdout
+    dumps = [line for line in journal.splitlines() if "server_args={" in line]
+    assert dumps, journal[-2000:]
+    assert all("'api_key': '********'" in line for line in dumps), dumps[-1]
+    assert "molecule-secret-key" not in journal
+    assert "molecule-secret-key" not in host.run("journalctl --no-pager -o cat").stdout
+
+
+def test_redactor_keeps_the_main_pid_and_leaves_the_server_tree(host):
+    """The server is the unit's main PID (signals from systemd reach it directly); the redactor is
+    no descendant of it (SGLang kills its own process tree at shutdown) and runs as the service user."""
+    pid = main_pid(host)
+    # anchored at the start of the command line: `sh -c 'pgrep -f NAME'` would match its own shell
+    redactors = host.run(f"pgrep -f '^/usr/bin/python3 {REDACTOR} '").stdout.split()
+    assert len(redactors) == 1, redactors
+    stat = host.file(f"/proc/{redactors[0]}/stat").content_string
+    assert stat.rsplit(")", 1)[1].split()[1] != pid
+    assert host.run(f"stat -c %U /proc/{redactors[0]}").stdout.strip() == "sglang"
+    cgroup = host.file(f"/proc/{redactors[0]}/cgroup").content_string
+    assert "sglang-server.service" in cgroup
+
+
+def test_unit_is_ordered_after_the_nvidia_units(host):
+    """Issue 22: /dev/nvidia-uvm exists before the server starts. The units are absent in this
+    container, and the server runs all the same: Wants=, not Requires=."""
+    props = host.run("systemctl show -p After,Wants,Requires sglang-server").stdout
+    got = dict(line.split("=", 1) for line in props.splitlines() if "=" in line)
+    assert "nvidia-uvm-init.service" in got["After"].split()
+    assert "nvidia-persistenced.service" in got["After"].split()
+    assert "nvidia-uvm-init.service" in got["Wants"].split()
+    assert "nvidia" not in got["Requires"]
+
+
+def test_syscall_filter_allows_pidfd_getfd(host):
+    """Issue 22: CUDA IPC with expandable segments takes the exporter's fd with pidfd_getfd (@debug)."""
+    allowed = host.run("systemctl show -p SystemCallFilter --value sglang-server").stdout.split()
+    assert "pidfd_getfd" in allowed
+    assert "ioctl" in allowed
 
 
 def test_options_file(host):
