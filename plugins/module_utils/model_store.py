@@ -370,7 +370,10 @@ def check_refs(data: object, where: str) -> tuple[dict[str, str], list[str]]:
         if match.group(1) != "hub" and endpoint_problem(match.group(1)):
             dropped.append(key)
             continue
-        refs[key] = check_commit(value, f"{where}: {match.group(2)}@{match.group(3)} is recorded as")
+        try:
+            refs[key] = check_commit(value, f"{where}: {match.group(2)}@{match.group(3)} is recorded as")
+        except CommitError as exc:
+            raise RecordError(f"{exc}; remove the entry, or the file, to resolve it again") from exc
     return refs, dropped
 
 
