@@ -334,7 +334,8 @@ class Progress:
 
 
 def source_label(p: dict) -> str:
-    return ms.endpoint_label(p["endpoint"]) if p["endpoint"] else "the Hub"
+    """Where the files come from, in words (the endpoint itself is no_log: Ansible would mask it)."""
+    return "the mirror at endpoint" if p["endpoint"] else "the Hub"
 
 
 def tree_items(api: Any, p: dict, commit: str) -> list[dict]:
