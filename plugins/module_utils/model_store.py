@@ -27,9 +27,10 @@ raises its own ``ModelStoreError`` subclass whose message names the thing and th
   record) that is missing keys, has keys of the wrong type, is not UTF-8, not JSON, nested too
   deeply, larger than ``MAX_RECORD_BYTES``, or not a regular file (a FIFO, a directory, a device or
   a symlink is refused without being opened for reading: ``confined_path.open_regular``);
-- ``EndpointError``: a mirror URL that is not ``http(s)://host[:port][/path]``, in particular one
-  carrying credentials (user information, a query string such as ``?token=``, a fragment); the
-  message shows the scheme and host only when the URL has no ``@`` at all, never the rest;
+- ``endpoint_problem`` (a message, as ``check_model`` gives them): a mirror URL that is not
+  ``http(s)://host[:port][/path]``, in particular one carrying credentials (user information, a
+  query string such as ``?token=``, a fragment); the message shows the scheme and host only when
+  the URL has no ``@`` at all, never the rest;
 - ``LocalSourceError``: a symlink anywhere in a local source (inside it or out of it: refused,
   never followed) or a file that is not a regular file;
 - ``DownloadTooLarge``: a file that grows past its declared size while it is fetched or copied:
@@ -86,10 +87,6 @@ class ListingError(ModelStoreError):
 
 class RecordError(ModelStoreError):
     """A record of the store, or of a local source, that cannot be used."""
-
-
-class EndpointError(ModelStoreError):
-    """A mirror URL that is refused (credentials in it, or not a plain http(s) URL)."""
 
 
 class LocalSourceError(ModelStoreError):
