@@ -70,6 +70,7 @@ CHUNK = 8 * 1024 * 1024
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record of 100,000 files is about 20 MB
 MAX_FILES = 200_000
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # any answer that is not a file's content
+MAX_ANSWERS = 10_000  # answers that are not a file's content, per run (a file list pages 1,000 files at a time)
 MAX_SHOWN = 60  # characters of an outside value quoted in a message
 
 

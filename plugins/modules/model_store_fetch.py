@@ -193,9 +193,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import
 
 # read by huggingface_hub when it is imported: no telemetry, no progress bars, and no Xet transfers
 # (hf_xet writes files from its own code, where the size cap below cannot reach)
-os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-os.environ["HF_HUB_DISABLE_XET"] = "1"
+os.environ.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_XET="1")
 
 try:
     import httpx2
@@ -225,6 +223,9 @@ except ImportError:
 
 # the file a worker thread is downloading: its entry, whose size caps the answer
 CURRENT = threading.local()
+# answers other than a file's content so far (file list pages, errors, redirects)
+ANSWERS = [0]
+ANSWERS_LOCK = threading.Lock()
 
 
 class CappedStream(SyncByteStream):  # type: ignore[misc,valid-type]
@@ -261,6 +262,10 @@ def cap_answer(response: Any) -> None:
         limit, what, error = max(entry["size"] - start, 0), entry["path"], ms.DownloadTooLarge
     else:
         limit, what, error = ms.MAX_ANSWER_BYTES, f"the answer from {where}", ms.AnswerError
+        with ANSWERS_LOCK:
+            ANSWERS[0] += 1
+            if ANSWERS[0] > ms.MAX_ANSWERS:  # a mirror paging a file list without end
+                raise ms.AnswerError(f"more than {ms.MAX_ANSWERS} answers other than file contents in one run")
     length = response.headers.get("Content-Length", "")
     if length.isdigit() and int(length) > limit:
         raise error(f"{what} is announced as {length} bytes, more than the {limit} expected of it; nothing was read")
