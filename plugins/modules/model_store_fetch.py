@@ -62,10 +62,10 @@ options:
   endpoint:
     description:
       - A Hub mirror's URL (what C(HF_ENDPOINT) sets); empty for the Hub itself.
-      - Only C(http(s)://host[:port][/path]) is accepted. A URL that carries credentials (user
-        information such as C(user:token@), a query string such as C(?token=), a fragment) is refused
-        before anything is asked or written, and its message shows the scheme and host at most; give
-        the mirror's token as O(token) instead.
+      - Only C(http://host[:port][/path]) or C(https://host[:port][/path]) is accepted. A URL that
+        carries credentials (user information such as C(user:token@), a query string such as
+        C(?token=), a fragment) is refused before anything is asked or written, and its message shows
+        the scheme and host at most; give the mirror's token as O(token) instead.
       - Never logged (a mirror URL is the one option a credential could have been pasted into).
     type: str
     default: ""
