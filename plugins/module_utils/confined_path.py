@@ -19,13 +19,21 @@ the root counts). It returns the joined path.
 
 ``inside`` answers whether a path (after resolving symlinks) lies within a root.
 
+``open_regular`` opens such a name under a root for reading without following any symlink below
+the root (each directory is opened with ``O_NOFOLLOW`` relative to the one above, so a link swapped
+in after a check cannot redirect it) and without blocking: the name is looked at with ``lstat``
+first and opened with ``O_NONBLOCK`` only when it is a regular file, then checked again on the open
+descriptor. A symlink, a directory, a FIFO, a socket or a device is refused.
+
 Errors are ``PathError`` (a ``ValueError``) whose message names what was checked and why it
 was refused.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 # longest name of one path component on Linux file systems (NAME_MAX)
 NAME_MAX = 255
@@ -97,3 +105,65 @@ def confine(root: str, name: object, what: str) -> str:
     if not inside(root, probe):
         raise PathError(f"{what} {rel!r} leads out of {root} through a symlink ({probe} -> {os.path.realpath(probe)})")
     return path
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` (``st_mode``) is, in words ("a regular file", "a FIFO", ...)."""
+    for test, words in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(root: str, name: object, what: str) -> int:
+    """A read-only descriptor of the regular file ``root``/``name`` (see the module's text).
+
+    ``name`` is checked with ``relative_name``; ``root`` itself may be reached through symlinks
+    (it is the caller's choice), nothing below it is followed. ``PathError`` names a part that is a
+    symlink or not a directory, or a last part that is not a regular file; a missing part raises
+    ``FileNotFoundError``; other OS errors pass through.
+    """
+    rel = relative_name(name, what)
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for depth, part in enumerate(parts[:-1], start=1):
+            try:
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                where = "/".join(parts[:depth])
+                raise PathError(
+                    f"{what} {rel!r}: {where} is a symlink or not a directory: refused, never followed"
+                ) from exc
+            os.close(fd)
+            fd = sub
+        mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode
+        if not stat.S_ISREG(mode):
+            raise PathError(f"{what} {rel!r} is {kind_of(mode)}, not a regular file: refused, never opened")
+        try:
+            found = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise PathError(f"{what} {rel!r} became a symlink: refused, never followed") from exc
+        mode = os.fstat(found).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(found)
+            raise PathError(f"{what} {rel!r} is {kind_of(mode)}, not a regular file: refused")
+        return found
+    finally:
+        os.close(fd)

@@ -23,6 +23,14 @@ description:
   - Points C(<store>/current/<name>) at the snapshot.
   - A snapshot already verified is checked by size (O(verify=quick)) or re-hashed (O(verify=full))
     and nothing is downloaded.
+  - Trusts nothing the Hub, a mirror, a local source or a record on disk says. The commit must be 40
+    lowercase hex digits and every file name a plain relative path before either becomes a path;
+    records of the wrong shape, and a FIFO, directory, device or symlink where a record should be,
+    are named errors; a file that grows past its declared size is cut at the first byte past it and
+    removed; a symlink in a local source is refused, never followed.
+  - Every file comes over HTTP through C(huggingface_hub), whose answers are asked uncompressed and
+    read through a size cap; Xet transfers (C(hf_xet)) are turned off, since their bytes would not pass
+    that cap.
   - Must run with a Python that has C(huggingface_hub) (the model_store role's venv). The token is
     an option that is never logged (it travels in the module's arguments, not on a command line).
 author:
@@ -52,11 +60,22 @@ options:
     choices: [hub, local]
     default: hub
   endpoint:
-    description: A Hub mirror's URL (what C(HF_ENDPOINT) sets); empty for the Hub itself.
+    description:
+      - A Hub mirror's URL (what C(HF_ENDPOINT) sets); empty for the Hub itself.
+      - Only C(http://host[:port][/path]) or C(https://host[:port][/path]) is accepted. A URL that
+        carries credentials (user information such as C(user:token@), a query string such as
+        C(?token=), a fragment) is refused before anything is asked or written, and its message shows
+        the scheme and host at most; give the mirror's token as O(token) instead.
+      - Never logged (a mirror URL is the one option a credential could have been pasted into).
     type: str
     default: ""
   local_path:
-    description: With O(source=local), the directory holding the snapshot (for example on NFS).
+    description:
+      - With O(source=local), the directory holding the snapshot (for example on NFS).
+      - The directory itself may be reached through a symlink; nothing in it may be one (a link to a
+        file or directory, inside the source or out of it, is refused, never followed).
+      - When it holds a C(.gpufleet-model.json) (a copy of another host's store), that record must be
+        for O(repo) at O(revision).
     type: path
   include:
     description: Glob patterns of files to fetch (all when empty).
@@ -163,15 +182,23 @@ import shutil
 import threading
 import time
 import traceback
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils import confined_path as cp
 from ansible_collections.gpufleet.sglang.plugins.module_utils import model_store as ms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms
+
+# read by huggingface_hub when it is imported: no telemetry, no progress bars, and no Xet transfers
+# (hf_xet writes files from its own code, where the size cap below cannot reach)
+os.environ.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_XET="1")
 
 try:
+    import httpx2
     import huggingface_hub
-    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+    from huggingface_hub import HfApi, hf_hub_download, set_client_factory
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -180,13 +207,85 @@ try:
     )
     from huggingface_hub.utils import filter_repo_objects
 
+    try:  # the library's own client (request ids, offline mode); a plain one where it moved
+        from huggingface_hub.utils._http import default_client_factory
+    except ImportError:
+
+        def default_client_factory() -> httpx2.Client:
+            return httpx2.Client(follow_redirects=True, timeout=None)
+
+    SyncByteStream = httpx2.SyncByteStream
     HF_IMPORT_ERROR = None
 except ImportError:
     HF_IMPORT_ERROR = traceback.format_exc()
+    SyncByteStream = object
+
+
+# the file a worker thread is downloading: its entry, whose size caps the answer
+CURRENT = threading.local()
+# answers other than a file's content so far (file list pages, errors, redirects)
+ANSWERS = [0]
+ANSWERS_LOCK = threading.Lock()
+
+
+class CappedStream(SyncByteStream):  # type: ignore[misc,valid-type]
+    """A response body read through :func:`model_store.capped`."""
+
+    def __init__(self, inner: Any, limit: int, what: str, error: type[ms.ModelStoreError]) -> None:
+        self.inner, self.limit, self.what, self.error = inner, limit, what, error
+
+    def __iter__(self) -> Any:
+        yield from ms.capped(self.inner, self.limit, self.what, error=self.error)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def ask_plain(request: Any) -> None:
+    """Every answer uncompressed, so that the bytes counted are the bytes written."""
+    request.headers["Accept-Encoding"] = "identity"
+
+
+def cap_answer(response: Any) -> None:
+    """Cap the body of every answer: a file's content at its declared size (less the part a range
+    request already has), anything else (a file list page, an error, a redirect) at MAX_ANSWER_BYTES."""
+    request = response.request
+    if request.method == "HEAD":
+        return
+    where = f"{request.url.host}{request.url.path}"  # never the query: a CDN's signed URL carries one
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ms.AnswerError(f"the answer from {where} is {encoding}-compressed although it was asked uncompressed")
+    entry = getattr(CURRENT, "entry", None)
+    if entry is not None and response.status_code in (200, 206):
+        start = ms.range_start(request.headers.get("Range", "")) if response.status_code == 206 else 0
+        limit, what, error = max(entry["size"] - start, 0), entry["path"], ms.DownloadTooLarge
+    else:
+        limit, what, error = ms.MAX_ANSWER_BYTES, f"the answer from {where}", ms.AnswerError
+        with ANSWERS_LOCK:
+            ANSWERS[0] += 1
+            if ANSWERS[0] > ms.MAX_ANSWERS:  # a mirror paging a file list without end
+                raise ms.AnswerError(f"more than {ms.MAX_ANSWERS} answers other than file contents in one run")
+    length = response.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > limit:
+        raise error(f"{what} is announced as {length} bytes, more than the {limit} expected of it; nothing was read")
+    response.stream = CappedStream(response.stream, limit, what, error)
+
+
+def capped_client() -> Any:
+    client = default_client_factory()
+    hooks = client.event_hooks
+    client.event_hooks = {
+        "request": [*hooks.get("request", []), ask_plain],
+        "response": [*hooks.get("response", []), cap_answer],
+    }
+    return client
 
 
 def hub_error(name: str, repo: str, revision: str, exc: Exception) -> str:
     """A message that says which model, what the Hub said and what to do (never the token)."""
+    if isinstance(exc, ms.ModelStoreError):
+        return f"model {name}: {exc}"
     if isinstance(exc, RevisionNotFoundError):
         return f"model {name}: revision {revision!r} not found in {repo} (check model's revision)"
     if isinstance(exc, GatedRepoError):
@@ -239,63 +338,133 @@ class Progress:
         self.thread.join()
 
 
-def entries_from_hub(api: Any, repo: str, commit: str, include: list[str], exclude: list[str]) -> list[dict]:
-    files = [f for f in api.list_repo_tree(repo_id=repo, revision=commit, recursive=True) if hasattr(f, "blob_id")]
+def source_label(p: dict) -> str:
+    """Where the files come from, in words (the endpoint itself is no_log: Ansible would mask it)."""
+    return "the mirror at endpoint" if p["endpoint"] else "the Hub"
+
+
+def tree_items(api: Any, p: dict, commit: str) -> list[dict]:
+    """The files of the Hub's tree listing as plain dicts (checked by the caller)."""
+    items = []
+    for item in api.list_repo_tree(repo_id=p["repo"], revision=commit, recursive=True):
+        if not hasattr(item, "blob_id"):
+            continue  # a folder: only files become paths
+        if len(items) >= ms.MAX_FILES:
+            raise ms.ListingError(f"the file list of {p['repo']}@{commit} has more than {ms.MAX_FILES} files")
+        lfs = item.lfs
+        items.append(
+            {
+                "path": item.path,
+                "size": item.size,
+                "sha256": getattr(lfs, "sha256", None) if lfs else "",
+                "oid": "" if lfs else item.blob_id,
+            }
+        )
+    return items
+
+
+def entries_from_hub(api: Any, p: dict, commit: str) -> list[dict]:
+    where = f"the file list of {p['repo']}@{commit} from {source_label(p)}"
+    try:
+        items = tree_items(api, p, commit)
+    except (HfHubHTTPError, ms.ModelStoreError):
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # what the library makes of a wrong shape
+        raise ms.ListingError(f"{where} is not in the Hub's format ({type(exc).__name__})") from exc
+    entries = ms.check_entries(items, where)
     keep = set(
-        filter_repo_objects([f.path for f in files], allow_patterns=include or None, ignore_patterns=exclude or None)
+        filter_repo_objects(
+            [e["path"] for e in entries], allow_patterns=p["include"] or None, ignore_patterns=p["exclude"] or None
+        )
     )
-    return [
-        {"path": f.path, "size": f.size, "sha256": f.lfs.sha256 if f.lfs else "", "oid": "" if f.lfs else f.blob_id}
-        for f in files
-        if f.path in keep
-    ]
+    return [e for e in entries if e["path"] in keep]
 
 
-def entries_from_local(base: str, include: list[str], exclude: list[str]) -> list[dict]:
-    """A local snapshot's files, checked against its own record when it carries one."""
-    recorded = ms.read_json(os.path.join(base, ms.MARKER), None)
+def entries_from_local(p: dict) -> list[dict]:
+    """A local snapshot's files: its own record when it carries one (for this repo and commit),
+    else every regular file, hashed. No link in the source is followed (see model_store.list_local)."""
+    base = p["local_path"]
+    recorded = ms.read_record(base, ms.MARKER, "the local source's record", None)
     if recorded is not None:
-        return recorded["files"]
-    paths = []
-    for dirpath, _dirs, files in os.walk(base):
-        for name in files:
-            rel = os.path.relpath(os.path.join(dirpath, name), base)
-            if not rel.startswith(".cache" + os.sep):
-                paths.append(rel)
-    keep = filter_repo_objects(sorted(paths), allow_patterns=include or None, ignore_patterns=exclude or None)
-    out = []
-    for rel in keep:
-        oid, sha256, size = ms.git_blob_oid_and_sha256(os.path.join(base, rel))
-        out.append({"path": rel, "size": size, "sha256": sha256, "oid": oid})
-    return out
+        where = f"the local source's record {os.path.join(base, ms.MARKER)}"
+        return ms.check_marker(recorded, where, p["repo"], p["revision"])
+    keep = filter_repo_objects(
+        ms.list_local(base), allow_patterns=p["include"] or None, ignore_patterns=p["exclude"] or None
+    )
+    return ms.check_entries(ms.entries_of_local(base, list(keep)), f"the local source {base}")
+
+
+def download_one(p: dict, commit: str, partial: str, entry: dict, force: bool = False) -> None:
+    """One file from the Hub into the download directory, its answer capped at its declared size
+    (see cap_answer); a file cut off leaves nothing under its name."""
+    target = cp.confine(partial, entry["path"], "file in the download directory")
+    CURRENT.entry = entry
+    try:
+        hf_hub_download(
+            p["repo"],
+            entry["path"],
+            revision=commit,
+            local_dir=partial,
+            endpoint=p["endpoint"] or None,
+            force_download=force,
+            token=p["token"] or None,
+        )
+    except ms.DownloadTooLarge:
+        if os.path.lexists(target) and not os.path.isdir(target):
+            os.unlink(target)
+        raise
+    finally:
+        CURRENT.entry = None
+
+
+def download_all(p: dict, commit: str, partial: str, entries: list[dict]) -> None:
+    """Every entry, ``max_workers`` at a time; the first failure stops what has not started and is raised."""
+    with ThreadPoolExecutor(max_workers=max(p["max_workers"], 1)) as pool:
+        futures = [pool.submit(download_one, p, commit, partial, entry) for entry in entries]
+        for future in wait(futures, return_when=FIRST_EXCEPTION).not_done:
+            future.cancel()
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
 
 
 def copy_local(src: str, dest: str, entries: list[dict]) -> None:
     for entry in entries:
-        target = os.path.join(dest, entry["path"])
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if os.path.isfile(target) and os.path.getsize(target) == entry["size"]:
+        target = cp.confine(dest, entry["path"], "file in the download directory")
+        if os.path.isfile(target) and not os.path.islink(target) and os.path.getsize(target) == entry["size"]:
             continue
-        shutil.copyfile(os.path.join(src, entry["path"]), target + ".incomplete")
-        os.replace(target + ".incomplete", target)
+        ms.copy_regular(src, entry, dest)
 
 
-def resolve(module: AnsibleModule, api: Any, p: dict, refs_path: str) -> tuple[str, bool]:
-    """The commit for the revision, and whether a new resolution was recorded."""
+def resolve(module: AnsibleModule, api: Any, p: dict) -> tuple[str, bool]:
+    """The commit for the revision, and whether refs.json changed (or would)."""
     if ms.is_commit(p["revision"]):
         return p["revision"], False
-    refs = ms.read_json(refs_path, {})
-    key = f"{p['endpoint'] or 'hub'} {p['repo']}@{p['revision']}"
+    refs_path = ms.record_path(p["store"], "refs.json")
+    refs, dropped = ms.check_refs(
+        ms.read_record(p["store"], ".gpufleet/refs.json", "the record of resolved revisions", {}), refs_path
+    )
+    if dropped:
+        module.warn(
+            f"{refs_path} held {len(dropped)} revision(s) recorded with credentials in their endpoint; "
+            "they were removed (rotate those credentials: the file is readable by every container)"
+        )
+    key = ms.ref_key(p["endpoint"], p["repo"], p["revision"])
     if key in refs and not p["refresh"]:
-        return refs[key], False
-    try:
-        commit = api.repo_info(repo_id=p["repo"], revision=p["revision"]).sha
-    except Exception as exc:
-        module.fail_json(msg=hub_error(p["name"], p["repo"], p["revision"], exc))
-    if not module.check_mode:
+        commit, changed = refs[key], False
+    else:
+        try:
+            info = api.repo_info(repo_id=p["repo"], revision=p["revision"])
+        except Exception as exc:
+            module.fail_json(msg=hub_error(p["name"], p["repo"], p["revision"], exc))
+        commit = ms.check_commit(
+            getattr(info, "sha", None), f"{source_label(p)} answered for {p['repo']}@{p['revision']} the commit"
+        )
+        changed = refs.get(key) != commit
         refs[key] = commit
+    if (changed or dropped) and not module.check_mode:
         ms.write_json(refs_path, refs)
-    return commit, refs.get(key) != commit or key not in refs
+    return commit, changed or bool(dropped)
 
 
 def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, entries: list[dict]) -> dict:
@@ -308,7 +477,7 @@ def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, 
     except ms.ModelStoreError as exc:
         module.fail_json(msg=str(exc), needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
     os.makedirs(partial, exist_ok=True)
-    progress_path = os.path.join(p["store"], ".gpufleet", f"progress-{p['name']}.json")
+    progress_path = ms.record_path(p["store"], f"progress-{p['name']}.json")
     start = ms.bytes_on_disk(partial)
     began = time.monotonic()
     with Progress(progress_path, p["name"], partial, total, start) as progress:
@@ -316,15 +485,12 @@ def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, 
             if p["source"] == "local":
                 copy_local(p["local_path"], partial, entries)
             else:
-                snapshot_download(
-                    p["repo"],
-                    revision=commit,
-                    local_dir=partial,
-                    allow_patterns=[e["path"] for e in entries],
-                    endpoint=p["endpoint"] or None,
-                    max_workers=p["max_workers"],
-                    token=p["token"] or None,
-                )
+                download_all(p, commit, partial, entries)
+        except (ms.DownloadTooLarge, ms.AnswerError, ms.LocalSourceError) as exc:
+            module.fail_json(
+                msg=f"model {p['name']}: {exc}; the partial file was removed, the files already complete are kept "
+                f"in {partial} (check the source: {source_label(p) if p['source'] == 'hub' else p['local_path']})"
+            )
         except Exception as exc:
             module.fail_json(
                 msg=hub_error(p["name"], p["repo"], commit, exc) + f" (partial download kept in {partial})"
@@ -334,21 +500,21 @@ def fetch_and_verify(module: AnsibleModule, p: dict, commit: str, partial: str, 
         progress.write("verifying")
         failures, checked, verify_s = ms.verify_all(partial, entries, full=True)
         refetched = sorted(failures)
-        for path in refetched:
-            os.unlink(os.path.join(partial, path))
+        for entry in entries:
+            if entry["path"] not in failures:
+                continue
+            target = cp.confine(partial, entry["path"], "file in the download directory")
+            if os.path.lexists(target):
+                os.unlink(target)
             if p["source"] == "local":
                 module.fail_json(
-                    msg=f"model {p['name']}: {path} in {p['local_path']} does not match its record: {failures[path]}"
+                    msg=f"model {p['name']}: {entry['path']} in {p['local_path']} does not match its record: "
+                    f"{failures[entry['path']]}"
                 )
-            hf_hub_download(
-                p["repo"],
-                path,
-                revision=commit,
-                local_dir=partial,
-                endpoint=p["endpoint"] or None,
-                force_download=True,
-                token=p["token"] or None,
-            )
+            try:
+                download_one(p, commit, partial, entry, force=True)
+            except Exception as exc:
+                module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc) + f" (refetching {entry['path']})")
         if refetched:
             again, _checked, _seconds = ms.verify_all(partial, [e for e in entries if e["path"] in failures], full=True)
             if again:
@@ -371,7 +537,7 @@ ARGUMENT_SPEC = {
     "repo": {"type": "str", "required": True},
     "revision": {"type": "str", "default": "main"},
     "source": {"type": "str", "choices": ["hub", "local"], "default": "hub"},
-    "endpoint": {"type": "str", "default": ""},
+    "endpoint": {"type": "str", "default": "", "no_log": True},
     "local_path": {"type": "path"},
     "include": {"type": "list", "elements": "str", "default": []},
     "exclude": {"type": "list", "elements": "str", "default": []},
@@ -393,7 +559,7 @@ def check_snapshot(
     """Verify a snapshot already in the store; repair the files that fail (fetched again into
     .partial, verified, moved over). Returns (stats, whether anything changed or would)."""
     stats = no_stats()
-    partial = final + ".partial"
+    partial = ms.partial_dir(p["store"], p["repo"], commit)
     failures, checked, verify_s = ms.verify_all(final, entries, full=p["verify"] == "full")
     if p["verify"] == "full":
         stats["verify_mb_per_s"] = round(checked / max(verify_s, 1e-6) / 1048576, 1)
@@ -405,7 +571,10 @@ def check_snapshot(
     stats = fetch_and_verify(module, p, commit, partial, [e for e in entries if e["path"] in failures])
     for entry in entries:
         if entry["path"] in failures:
-            os.replace(os.path.join(partial, entry["path"]), os.path.join(final, entry["path"]))
+            os.replace(
+                cp.confine(partial, entry["path"], "file in the download directory"),
+                cp.confine(final, entry["path"], "file in the snapshot"),
+            )
     shutil.rmtree(partial)
     stats["refetched"] = sorted(failures)
     return stats, True
@@ -414,12 +583,7 @@ def check_snapshot(
 def list_entries(module: AnsibleModule, api: Any, p: dict, commit: str) -> list[dict]:
     """The files of the snapshot (from the local directory or the Hub), after include/exclude."""
     try:
-        if p["source"] == "local":
-            entries = entries_from_local(p["local_path"], p["include"], p["exclude"])
-        else:
-            entries = entries_from_hub(api, p["repo"], commit, p["include"], p["exclude"])
-    except ms.ModelStoreError as exc:
-        module.fail_json(msg=f"model {p['name']}: {exc}")
+        entries = entries_from_local(p) if p["source"] == "local" else entries_from_hub(api, p, commit)
     except Exception as exc:
         module.fail_json(msg=hub_error(p["name"], p["repo"], commit, exc))
     if not entries:
@@ -429,11 +593,15 @@ def list_entries(module: AnsibleModule, api: Any, p: dict, commit: str) -> list[
 
 def fetch_snapshot(module: AnsibleModule, p: dict, commit: str, final: str, entries: list[dict]) -> dict[str, Any]:
     """Download a new snapshot into .partial, verify it, write its marker and move it into place."""
-    partial = final + ".partial"
+    if os.path.lexists(final):
+        raise ms.RecordError(
+            f"{final} exists without its record ({ms.MARKER}); remove it and run again (it will be fetched anew)"
+        )
+    partial = ms.partial_dir(p["store"], p["repo"], commit)
     stats = fetch_and_verify(module, p, commit, partial, entries)
     shutil.rmtree(os.path.join(partial, ".cache"), ignore_errors=True)
     ms.write_json(
-        os.path.join(partial, ms.MARKER),
+        cp.confine(partial, ms.MARKER, "snapshot record"),
         {
             "repo": p["repo"],
             "commit": commit,
@@ -452,33 +620,27 @@ def update_link(module: AnsibleModule, link: str, link_target: str) -> bool:
     return os.path.islink(link) and os.readlink(link) != link_target
 
 
-def run_module() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if HF_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
-    p = dict(module.params)
-    errors = ms.check_model(p)
-    if errors:
-        module.fail_json(msg="; ".join(errors))
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+def fetch(module: AnsibleModule, p: dict) -> dict[str, Any]:
+    """Resolve, check or fetch, link: the module's work once its options are checked."""
+    if p["source"] == "hub":
+        set_client_factory(capped_client)
     api = HfApi(endpoint=p["endpoint"] or None, token=p["token"] or None)
-    refs_path = os.path.join(p["store"], ".gpufleet", "refs.json")
-    commit, new_ref = resolve(module, api, p, refs_path)
+    commit, new_ref = resolve(module, api, p)
     final = ms.snapshot_dir(p["store"], p["repo"], commit)
     link = ms.current_link(p["store"], p["name"])
     link_target = os.path.relpath(final, os.path.dirname(link))
     result: dict[str, Any] = {"commit": commit, "model_path": final, "huggingface_hub": huggingface_hub.__version__}
-    marker = ms.read_json(os.path.join(final, ms.MARKER), None)
+    marker_name = f"{p['repo']}/{commit}/{ms.MARKER}"
+    marker = ms.read_record(p["store"], marker_name, "the snapshot's record", None)
     if marker is not None:
-        entries = marker["files"]
+        entries = ms.check_marker(marker, os.path.join(p["store"], marker_name), p["repo"], commit)
         stats, changed = check_snapshot(module, p, commit, final, entries, result=result)
     else:
         entries = list_entries(module, api, p, commit)
         changed = True
         if module.check_mode:
             stats = no_stats()
-            result["would_download_bytes"] = ms.space_needed(final + ".partial", entries)
+            result["would_download_bytes"] = ms.space_needed(ms.partial_dir(p["store"], p["repo"], commit), entries)
         else:
             stats = fetch_snapshot(module, p, commit, final, entries)
     changed = update_link(module, link, link_target) or changed or new_ref
@@ -490,6 +652,26 @@ def run_module() -> None:
         verified=not module.check_mode or marker is not None,
         link=link,
     )
+    return result
+
+
+def run_module() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    if HF_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
+    p = dict(module.params)
+    if ms.endpoint_problem(p["endpoint"]):
+        # kept out of every output of the module in every form (the option itself is no_log)
+        module.no_log_values.update(secret_forms(ms.endpoint_secrets(p["endpoint"])))
+    errors = ms.check_model(p)
+    if errors:
+        module.fail_json(msg="; ".join(errors))
+    try:
+        result = fetch(module, p)
+    except (ms.ModelStoreError, cp.PathError) as exc:
+        module.fail_json(msg=f"model {p['name']}: {exc}")
+    except OSError as exc:
+        module.fail_json(msg=f"model {p['name']}: {exc.strerror or exc} ({exc.filename or p['store']})")
     module.exit_json(**result)
 
 

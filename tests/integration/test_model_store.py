@@ -11,11 +11,16 @@ huggingface_hub from PyPI once per machine (the venv path is kept in GPUFLEET_CA
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import ansible_runner
+import pytest
 
 if TYPE_CHECKING:  # the hub fixture is in conftest.py
     from integration.conftest import HubStandIn
@@ -228,3 +233,183 @@ def test_local_source_and_check_mode(tmp_path, hub):
     copied = run_role(tmp_path, [local])
     assert copied.rc == 0, copied.output
     assert snapshot_files(Path(copied.facts["tiny"]["path"])) == snapshot_files(src)
+
+
+# -- a hostile Hub or mirror, a hostile local source, records of the wrong shape ----------------
+
+
+def tree(h: HubStandIn) -> list[dict]:
+    with urllib.request.urlopen(f"{h.url}/api/models/gpufleet-test/tiny-moe/tree/main", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def store_files(tmp_path: Path) -> list[Path]:
+    return [p for p in (tmp_path / "store").rglob("*") if p.is_file() or p.is_symlink()]
+
+
+def test_a_file_growing_past_its_declared_size_is_cut_off_and_removed(tmp_path, hub):
+    h = hub("--size-mb", "1", "--endless", "model.safetensors")
+    began = time.monotonic()
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc != 0
+    msg = " ".join(run.failed_msgs)
+    size = next(e["size"] for e in tree(h) if e["path"] == "model.safetensors")
+    assert f"model tiny: model.safetensors went past the {size} bytes expected of it" in msg, run.output
+    assert f"reading stopped at byte {size + 1}" in msg
+    assert "the partial file was removed" in msg
+    assert time.monotonic() - began < 300
+    left = [p.name for p in store_files(tmp_path)]
+    assert "model.safetensors" not in left
+    assert not [n for n in left if n.endswith(".incomplete")], left
+    assert not list((tmp_path / "store").glob("gpufleet-test/tiny-moe/[0-9a-f]*[0-9a-f]"))  # no snapshot
+
+
+@pytest.mark.parametrize(
+    ("planted", "why"),
+    [("../../escape.txt", "'..' segment"), ("/tmp/escape.txt", "is absolute"), ("a//b.txt", "empty segment")],
+)
+def test_a_listing_name_that_is_not_a_plain_relative_path_is_refused(tmp_path, hub, planted, why):
+    h = hub("--size-mb", "1", "--tree-extra", planted)
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc != 0
+    msg = " ".join(run.failed_msgs)
+    assert "the file list of gpufleet-test/tiny-moe@" in msg, run.output
+    assert why in msg
+    assert downloads(h) == []
+    assert not (tmp_path / "escape.txt").exists()
+    assert "Traceback" not in run.output
+
+
+def test_a_commit_that_is_not_40_hex_is_refused_before_it_names_a_directory(tmp_path, hub):
+    h = hub("--size-mb", "1", "--commit-sha", "../../../outside")
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc != 0
+    assert "answered for gpufleet-test/tiny-moe@main the commit '../../../outside' is not a commit id" in " ".join(
+        run.failed_msgs
+    ), run.output
+    assert not (tmp_path / "outside").exists()
+    assert not (tmp_path / "store" / ".gpufleet" / "refs.json").exists()
+    assert downloads(h) == []
+
+
+def test_a_symlink_in_a_local_source_is_refused_not_followed(tmp_path, hub):
+    hub("--size-mb", "1")
+    src = tmp_path / "nfs" / "snapshot"
+    src.mkdir(parents=True)
+    (src / "config.json").write_text("{}\n")
+    (tmp_path / "host-secret").write_text("root:hash:19000\n")
+    (src / "tokenizer.json").symlink_to(tmp_path / "host-secret")
+    local = {
+        "name": "tiny",
+        "repo": "gpufleet-test/tiny-moe",
+        "revision": "0" * 40,
+        "source": "local",
+        "local_path": str(src),
+    }
+    run = run_role(tmp_path, [local])
+    assert run.rc != 0
+    assert f"{src}/tokenizer.json is a symlink" in " ".join(run.failed_msgs), run.output
+    assert "never followed" in " ".join(run.failed_msgs)
+    for path in store_files(tmp_path):
+        assert path.is_symlink() or b"root:hash" not in path.read_bytes()
+
+
+CREDENTIAL = "hf_Cred1t$ecret"
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://user:{c}@127.0.0.1:{port}",
+        "http://user:{q}@127.0.0.1:{port}",
+        "http://127.0.0.1:{port}/?token={q}",
+    ],
+)
+def test_credentials_in_an_endpoint_reach_no_output_and_no_file(tmp_path, hub, endpoint):
+    h = hub("--size-mb", "1")
+    url = endpoint.format(c=CREDENTIAL, q=quote(CREDENTIAL, safe=""), port=h.port)
+    forms = [CREDENTIAL, quote(CREDENTIAL, safe=""), quote(CREDENTIAL)]
+    through_role = run_role(tmp_path, [model(h, endpoint=url)])
+    assert through_role.rc != 0
+    assert "credentials in an endpoint URL are refused" in " ".join(through_role.failed_msgs)
+    direct = run_module_directly(tmp_path, url)  # the module's own refusal, with its invocation shown
+    assert direct.rc != 0
+    assert "credentials in an endpoint URL are refused" in " ".join(direct.failed_msgs), direct.output
+    for text in (through_role.output, direct.output, json.dumps(through_role.facts)):
+        for form in forms:
+            assert form not in text
+    for path in store_files(tmp_path):
+        if not path.is_symlink():
+            for form in forms:
+                assert form.encode() not in path.read_bytes(), path
+    assert h.requests() == []
+
+
+def run_module_directly(tmp_path: Path, endpoint: str) -> Run:
+    pdd = tmp_path / f"direct-{time.monotonic_ns()}"
+    (pdd / "project").mkdir(parents=True)
+    (pdd / "project" / "play.yml").write_text(
+        """
+- name: The module alone
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Fetch
+      gpufleet.sglang.model_store_fetch:
+        store: "{{ store }}"
+        name: tiny
+        repo: gpufleet-test/tiny-moe
+        endpoint: "{{ endpoint }}"
+      vars:
+        ansible_python_interpreter: "{{ venv }}/bin/python"
+"""
+    )
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd),
+        playbook="play.yml",
+        extravars={"store": str(tmp_path / "store"), "endpoint": endpoint, "venv": str(VENV)},
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
+            "ANSIBLE_NOCOLOR": "1",
+        },
+        verbosity=3,
+        quiet=True,
+        timeout=300,
+    )
+    return Run(runner)
+
+
+def test_refs_recorded_with_credentials_by_an_older_version_are_removed(tmp_path, hub):
+    h = hub("--size-mb", "1")
+    refs = tmp_path / "store" / ".gpufleet" / "refs.json"
+    refs.parent.mkdir(parents=True)
+    old_key = f"http://user:{CREDENTIAL}@127.0.0.1:{h.port} gpufleet-test/tiny-moe@main"
+    refs.write_text(json.dumps({old_key: "f" * 40}))
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc == 0, run.output
+    assert CREDENTIAL not in refs.read_text()
+    assert json.loads(refs.read_text()) == {f"{h.url} gpufleet-test/tiny-moe@main": run.facts["tiny"]["commit"]}
+    assert "recorded with credentials in their endpoint; they were removed" in run.output
+    assert CREDENTIAL not in run.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda p: p.write_text("[]"), "is a list, not an object with repo, commit and files"),
+        (lambda p: p.write_text('{"repo": "gpufleet-test/tiny-moe"}'), "has no 'commit'"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "is not UTF-8"),
+        (lambda p: (p.unlink(), os.mkfifo(p)), "is a FIFO, not a regular file"),
+    ],
+)
+def test_a_snapshot_record_of_the_wrong_shape_is_named(tmp_path, hub, damage, why):
+    h = hub("--size-mb", "1")
+    first = run_role(tmp_path, [model(h)])
+    assert first.rc == 0, first.output
+    record = Path(first.facts["tiny"]["path"]) / ".gpufleet-model.json"
+    damage(record)
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc != 0
+    assert why in " ".join(run.failed_msgs), run.output
+    assert "Traceback" not in run.output

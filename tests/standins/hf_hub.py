@@ -23,6 +23,9 @@ safetensors file of --size-mb megabytes, stored as an LFS file), so digests are 
 Each request is appended to --log as a JSON line (method, path, status, range; never the token).
 Faults for tests: --corrupt-once FILE serves wrong bytes the first time FILE is fetched;
 --cut-once FILE:BYTES closes the connection after BYTES bytes the first time; --rate-mbps limits speed.
+A hostile mirror: --endless FILE streams FILE's bytes and then more, chunked, without end (up to
+--endless-max-mb, so that a client without a cap still finishes); --tree-extra PATH adds a file named
+PATH to every tree listing; --commit-sha VALUE answers VALUE as the commit of every branch and tag.
 """
 
 from __future__ import annotations
@@ -101,6 +104,10 @@ class Hub:
         self.corrupt_once = set(args.corrupt_once)
         self.cut_once = dict(spec.rsplit(":", 1) for spec in args.cut_once)
         self.rate = args.rate_mbps * 1024 * 1024 if args.rate_mbps else 0
+        self.endless = set(args.endless)
+        self.endless_max = int(args.endless_max_mb * 1024 * 1024)
+        self.tree_extra = list(args.tree_extra)
+        self.commit_sha = args.commit_sha
         for repo_id, gated in ((args.repo, False), (args.gated_repo, True)):
             revisions = {}
             for version, refs in ((1, ("main", "v1.0")), (2, ("v2",))):
@@ -216,7 +223,7 @@ class Handler(BaseHTTPRequestHandler):
             info = {
                 "id": repo_id,
                 "modelId": repo_id,
-                "sha": commit,
+                "sha": commit if self.hub.commit_sha is None else self.hub.commit_sha,
                 "private": False,
                 "gated": "manual" if self.hub.repos[repo_id]["gated"] else False,
                 "siblings": [
@@ -237,6 +244,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
             return
         entries = [tree_entry(path, data) for path, data in sorted(files.items()) if path.startswith(sub)]
+        entries += [tree_entry(path, b"planted\n") for path in self.hub.tree_extra]
         self._send(200, json.dumps(entries).encode(), {"Content-Type": "application/json"}, head)
 
     def _resolve(self, repo_id: str, rev: str, path: str, head: bool) -> None:
@@ -262,6 +270,9 @@ class Handler(BaseHTTPRequestHandler):
             status = 206
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
         body = data[start:]
+        if path in self.hub.endless:
+            self._stream_endless(status, headers, body)
+            return
         with self.hub.lock:
             corrupt = path in self.hub.corrupt_once
             self.hub.corrupt_once.discard(path)
@@ -298,6 +309,26 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
 
+    def _stream_endless(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        """The file's bytes, then zeros, chunked, until the client stops reading (or endless_max)."""
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._status = status
+        self.close_connection = True
+        sent = 0
+        piece = body or b"\0"
+        try:
+            while sent < self.hub.endless_max:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
+                piece = b"\0" * 65536
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
     def do_GET(self) -> None:
         self._route(head=False)
 
@@ -318,6 +349,10 @@ def main() -> None:
     parser.add_argument("--corrupt-once", action="append", default=[], metavar="FILE")
     parser.add_argument("--cut-once", action="append", default=[], metavar="FILE:BYTES")
     parser.add_argument("--rate-mbps", type=float, default=0.0, help="limit each download to this many MiB/s")
+    parser.add_argument("--endless", action="append", default=[], metavar="FILE")
+    parser.add_argument("--endless-max-mb", type=float, default=256.0)
+    parser.add_argument("--tree-extra", action="append", default=[], metavar="PATH")
+    parser.add_argument("--commit-sha", help="the commit every branch and tag resolves to (hostile)")
     args = parser.parse_args()
     Handler.hub = Hub(args)
     server = ThreadingHTTPServer((args.host, args.port), Handler)

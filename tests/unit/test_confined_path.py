@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 from hypothesis import given
@@ -87,3 +88,85 @@ def test_traversal_shapes_never_escape(name):
     except cp.PathError:
         return
     assert os.path.normpath(os.path.join(root, rel)).startswith("/r/")
+
+
+# -- open_regular --------------------------------------------------------------------------------
+
+
+def _opened(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
+def test_open_regular_opens_a_regular_file_under_the_root(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.json").write_text("{}")
+    assert _opened(cp.open_regular(str(tmp_path), "a/f.json", "record")) == str(tmp_path / "a" / "f.json")
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "why"),
+    [
+        (lambda r: (r / "f").symlink_to("/etc/hostname"), "f", "is a symlink, not a regular file"),
+        (lambda r: (r / "f").symlink_to(r / "g"), "f", "is a symlink"),
+        (lambda r: (r / "d").symlink_to(r.parent), "d/x", "d is a symlink or not a directory"),
+        (lambda r: (r / "d").write_text(""), "d/x", "d is a symlink or not a directory"),
+        (lambda r: (r / "f").mkdir(), "f", "is a directory"),
+        (lambda r: os.mkfifo(r / "f"), "f", "is a FIFO"),
+        (lambda r: None, "../x", "'..' segment"),
+    ],
+)
+def test_open_regular_refuses_links_and_special_files_without_blocking(tmp_path, make, name, why):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "g").write_text("")
+    make(root)
+    with pytest.raises(cp.PathError, match=why):
+        cp.open_regular(str(root), name, "record")
+
+
+def test_open_regular_leaves_missing_to_the_caller(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        cp.open_regular(str(tmp_path), "a/b", "record")
+
+
+@given(
+    plan=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "a/b", "a/c", "b/a"]), st.sampled_from(["file", "dir", "up", "out", "fifo"])
+        ),
+        max_size=5,
+    ),
+    name=st.sampled_from(["a", "b", "a/b", "a/c", "b/a", "a/b/c", "../a", "a/../b"]),
+)
+def test_open_regular_opens_only_regular_files_inside_the_root(tmp_path, plan, name):
+    base = tempfile.mkdtemp(dir=tmp_path)
+    root = os.path.join(base, "root")
+    os.mkdir(root)
+    with open(os.path.join(base, "outside"), "w") as handle:
+        handle.write("secret")
+    for rel, kind in plan:
+        path = os.path.join(root, rel)
+        if os.path.lexists(path) or not os.path.isdir(os.path.dirname(path)):
+            continue
+        if kind == "file":
+            with open(path, "w") as handle:
+                handle.write("x")
+        elif kind == "dir":
+            os.mkdir(path)
+        elif kind == "up":
+            os.symlink(base, path)
+        elif kind == "out":
+            os.symlink(os.path.join(base, "outside"), path)
+        else:
+            os.mkfifo(path)
+    try:
+        fd = cp.open_regular(root, name, "record")
+    except (cp.PathError, FileNotFoundError):
+        return
+    real = _opened(fd)
+    assert real.startswith(root + "/")
+    assert os.path.isfile(real)
+    assert not os.path.islink(real)
