@@ -83,7 +83,7 @@ def device_policy(entries: list[str]) -> list[tuple[set[int], str, str]]:
     majors = char_majors()
     policy = []
     for entry in entries:
-        spec, _, access = entry.partition(" ")
+        spec, _sep, access = entry.partition(" ")
         if spec.startswith("char-"):
             policy.append((majors.get(spec[5:], set()), access or "rwm", entry))
     return policy
@@ -203,11 +203,11 @@ def run_one(name: str, column: dict, env_extra: dict[str, str], sets: dict, time
     monitor = Monitor(proc.pid)
     monitor.start()
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, _err = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
-        out, _ = proc.communicate()
+        out, _err = proc.communicate()
         code = "timeout"
     monitor.stop.set()
     monitor.join()

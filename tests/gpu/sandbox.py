@@ -292,7 +292,7 @@ def apply_mounts(libc: ctypes.CDLL, read_write: list[str]) -> list[str]:
     for path in ("/proc/sys", "/sys", "/sys/fs/cgroup"):
         if not os.path.isdir(path):
             continue
-        if not any(point == path for point, _ in _mountpoints()):
+        if not any(point == path for point, _opts in _mountpoints()):
             _mount(libc, path, path, None, MS_BIND | MS_REC)
         _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _kept_flags(path))
     done.append("ProtectKernelTunables/ProtectControlGroups: /proc/sys, /sys, /sys/fs/cgroup read-only")

@@ -57,7 +57,7 @@ def cuda_graph() -> str:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
+        for _round in range(3):
             y = torch.relu(x @ w)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
@@ -193,7 +193,7 @@ def _rank_main(rank: int, world: int, port: int, what: str, queue) -> None:
         assert float(t[0]) == world * (world + 1) / 2
     elif what == "allgather":
         t = torch.full((8 << 20,), float(rank), device="cuda")
-        out = [torch.empty_like(t) for _ in range(world)]
+        out = [torch.empty_like(t) for _rank in range(world)]
         dist.all_gather(out, t)
         assert [float(o[0]) for o in out] == [float(r) for r in range(world)]
     elif what == "per_gpu":

@@ -374,7 +374,8 @@ def test_a_bad_candidate_is_left_out_and_named_the_rest_shown(tmp_path):
         "s.sweep.json: candidate 2 left out (a str, not a mapping)",
         "s.sweep.json: candidate 3 left out (field 'reason' is not text)",
     ]
-    (only,) = sweeps.values()
+    assert len(sweeps) == 1
+    only = next(iter(sweeps.values()))
     assert len(only["candidates"]) == total - 2
 
 

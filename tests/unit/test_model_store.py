@@ -506,7 +506,8 @@ def test_any_hub_listing_is_refused_by_name_or_stays_under_the_root(items):
         assert under(root, os.path.join(root, got["path"]))
         assert os.path.normpath(os.path.join(root, got["path"])) == os.path.join(root, got["path"])
         assert got["path"].split("/", 1)[0] not in ms.RESERVED_TOP
-        assert type(got["size"]) is int
+        assert isinstance(got["size"], int)
+        assert not isinstance(got["size"], bool)
         assert got["size"] >= 0
         assert got["sha256"] or got["oid"]
 
