@@ -26,7 +26,7 @@ MOLECULE_JOBS ?= 1
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
 
-.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs
+.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs promtool
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
@@ -69,7 +69,16 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
-	$(MAKE) --no-print-directory changelog-lint role-docs
+	$(MAKE) --no-print-directory changelog-lint role-docs promtool
+
+# the fleet_monitoring role's files rendered for a three-node fleet (tests/promtool/render.yml, each
+# checked by promtool/amtool as it is written), `promtool check config` on them, and the rules' unit
+# tests. promtool and amtool: Debian's prometheus and prometheus-alertmanager (make harness).
+promtool: venv
+	@command -v promtool >/dev/null && command -v amtool >/dev/null || { echo "promtool/amtool missing: install Debian's prometheus and prometheus-alertmanager packages (make harness)" >&2; exit 1; }
+	$(BIN)/ansible-playbook -i tests/promtool/inventory.yml tests/promtool/render.yml
+	promtool check config .cache/promtool/prometheus.yml
+	promtool test rules tests/promtool/*_test.yml
 
 # --- changelog: antsibull-changelog, one fragment per change in changelogs/fragments/ -----------
 # (docs/CONTRIBUTING.md). CHANGELOG.md is generated: never edited by hand.

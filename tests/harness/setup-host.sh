@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Prepares this machine to run the test hosts: Podman (runc runtime, ulimits within the
 # machine's limits), debootstrap, LXC, GNU patch, dpkg-dev and the OpenSSH client (the lab's
-# Proxmox stand-in is reached over SSH) and Debian's chromium (tests/unit/test_fleet_report.py opens
-# the fleet report in it headless; no browser is downloaded). Idempotent; safe to re-run.
+# Proxmox stand-in is reached over SSH), Debian's chromium (tests/unit/test_fleet_report.py opens
+# the fleet report in it headless; no browser is downloaded) and Debian's prometheus and
+# prometheus-alertmanager for their promtool and amtool (`make lint` checks the fleet_monitoring
+# role's files with them; the daemons are not wanted here: on a systemd host their postinst starts
+# them, and this script stops and disables them). Idempotent; safe to re-run.
 set -euo pipefail
 
 need=()
 for pair in podman:podman runc:runc debootstrap:debootstrap lxc-create:lxc patch:patch \
             dpkg-scanpackages:dpkg-dev ssh:openssh-client ssh-keygen:openssh-client \
-            chromium:chromium; do
+            chromium:chromium promtool:prometheus amtool:prometheus-alertmanager; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 if ((${#need[@]})); then
@@ -16,6 +19,16 @@ if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends "${need[@]}" uidmap slirp4netns fuse-overlayfs >/dev/null
+fi
+# only the tools: a systemd host started the daemons of the packages installed just now (a host
+# without systemd as PID 1 never does: invoke-rc.d refuses); a Prometheus installed before is left alone
+if [[ -d /run/systemd/system ]]; then
+  for pkg in prometheus prometheus-alertmanager; do
+    if [[ " ${need[*]} " == *" $pkg "* ]]; then
+      systemctl disable --now --quiet "$pkg" 2>/dev/null || true
+      echo "harness: stopped and disabled $pkg.service (only its promtool/amtool is used)"
+    fi
+  done
 fi
 
 conf=/etc/containers/containers.conf

@@ -22,7 +22,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "inventories"
 BIN = Path(shutil.which("ansible-inventory") or REPO / ".venv" / "bin" / "ansible-inventory").parent
-GROUPS = ("proxmox_hosts", "proxmox_containers", "gpu_nodes", "sglang_nodes", "sglang_gateway")
+GROUPS = ("proxmox_hosts", "proxmox_containers", "gpu_nodes", "sglang_nodes", "sglang_gateway", "monitoring")
 # groups whose number of hosts is a value, not shape (the reference spreads its nodes over 3 hosts)
 COUNTED_AS_VALUE = ("proxmox_hosts",)
 GROUP_FILES = tuple(f"group_vars/{g}.yml" for g in GROUPS)
