@@ -74,7 +74,7 @@ lint: venv
 # the fleet_monitoring role's files rendered for a three-node fleet (tests/promtool/render.yml, each
 # checked by promtool/amtool as it is written), `promtool check config` on them, and the rules' unit
 # tests. promtool and amtool: Debian's prometheus and prometheus-alertmanager (make harness).
-promtool: venv
+promtool: venv harness
 	@command -v promtool >/dev/null && command -v amtool >/dev/null || { echo "promtool/amtool missing: install Debian's prometheus and prometheus-alertmanager packages (make harness)" >&2; exit 1; }
 	$(BIN)/ansible-playbook -i tests/promtool/inventory.yml tests/promtool/render.yml
 	promtool check config .cache/promtool/prometheus.yml
