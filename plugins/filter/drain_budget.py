@@ -10,53 +10,54 @@ name: drain_budget
 short_description: A node's drain budget, from the gate's per-request decode rate or set by the user
 version_added: "0.3.0"
 description:
-  - O(budget_s) > 0 is taken as it is (C(source=set)). Else, with a gate record or baseline (O(_input))
-    that holds C(median_output_tokens_per_s) and C(shape.concurrency), the per-request decode rate is
+  - O(budget_s) > 0 is taken as it is (C(source=set)). Else, from the newest of the gate's records (O(_input))
+    of O(host) that holds C(median_output_tokens_per_s) and C(shape.concurrency), the per-request decode rate is
     their quotient and the budget is O(max_new_tokens) / rate + O(margin_s), rounded up (C(source=gate)).
-    Without one, O(unmeasured_s) (C(source=unmeasured)).
-  - A value out of range fails with a message that names the variable.
-positional: _input, budget_s, max_new_tokens, margin_s, unmeasured_s
+    Without one, or when that is above O(ceiling_s), O(ceiling_s) (C(source=ceiling)).
+  - A value out of range, or O(budget_s) above O(ceiling_s), fails with a message that names the variable.
+positional: _input, host, settings
 options:
   _input:
-    description: The gate's record of the node (C(throughput_gate_result) or a baseline document); may be empty.
-    type: raw
+    description: The gate's records (C(throughput_gate_result), baseline documents or their JSON text); may be empty.
+    type: list
+    elements: raw
     required: true
-  budget_s:
-    description: The user's budget in seconds; 0 sizes it.
-    type: int
+  host:
+    description: The node's inventory name (the records' C(key.host)).
+    type: str
     required: true
-  max_new_tokens:
-    description: The longest output a request to the node may ask for, in tokens.
-    type: int
-    required: true
-  margin_s:
-    description: Seconds added to the sized budget.
-    type: int
-    required: true
-  unmeasured_s:
-    description: The budget when no rate is known.
-    type: int
+  settings:
+    description:
+      - C(budget_s) (the user's budget; 0 sizes it), C(max_new_tokens) (the longest output a request to the node
+        may ask for), C(margin_s) (added to the sized budget), C(ceiling_s) (the server's stop budget,
+        C(sglang_server_drain_budget_s)).
+    type: dict
     required: true
 """
 
 EXAMPLES = r"""
 - name: Size the drain
   ansible.builtin.set_fact:
-    budget: "{{ throughput_gate_result | default({}) | gpufleet.sglang.drain_budget(0, 8192, 30, 600) }}"
+    budget: >-
+      {{ [throughput_gate_result | default({})] | gpufleet.sglang.drain_budget(inventory_hostname,
+         {'budget_s': 0, 'max_new_tokens': 8192, 'margin_s': 30, 'ceiling_s': 600}) }}
 """
 
 RETURN = r"""
 _value:
-  description: C(budget_s), C(source) (V(set), V(gate), V(unmeasured)), C(max_new_tokens), C(tokens_per_s), C(margin_s).
+  description: - C(budget_s), C(source) (V(set), V(gate), V(ceiling)), C(record) (which gate record gave the rate),
+    C(max_new_tokens), C(tokens_per_s), C(margin_s), C(ceiling_s).
   type: dict
 """
+
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
     RolloutPlanError,
     drain_budget,
-    request_rate,
+    pick_record,
 )
 
 
@@ -71,19 +72,21 @@ def _number(value: object) -> object:
     return value
 
 
-def drain_budget_filter(
-    record: object, budget_s: object, max_new_tokens: object, margin_s: object, unmeasured_s: object
-) -> dict[str, object]:
+def drain_budget_filter(records: object, host: object, settings: object) -> dict[str, object]:
+    if not isinstance(settings, Mapping):
+        raise AnsibleFilterError(f"drain_budget: settings must be a dict, got {type(settings).__name__}")
+    rate, what = pick_record(records if isinstance(records, list) else [records], str(host))
     try:
-        return drain_budget(
-            budget_s=_number(budget_s),
-            max_new_tokens=_number(max_new_tokens),
-            tokens_per_s=request_rate(record) or 0,
-            margin_s=_number(margin_s),
-            unmeasured_s=_number(unmeasured_s),
+        out = drain_budget(
+            budget_s=_number(settings.get("budget_s", 0)),
+            max_new_tokens=_number(settings.get("max_new_tokens")),
+            tokens_per_s=rate or 0,
+            margin_s=_number(settings.get("margin_s", 0)),
+            ceiling_s=_number(settings.get("ceiling_s")),
         )
     except RolloutPlanError as exc:
         raise AnsibleFilterError(f"drain_budget: {exc}") from None
+    return dict(out, record=what)
 
 
 class FilterModule:

@@ -16,6 +16,7 @@ docs/sglang-gateway.md says where each rule comes from.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -377,31 +378,72 @@ def request_rate(record: object) -> float | None:
     return float(median) / conc
 
 
+def pick_record(records: Sequence[object], host: str) -> tuple[float | None, str]:
+    """The per-request decode rate of ``host`` from the gate's records, and which record gave it: the
+    newest record of this host (``key.host``) with a usable rate, by its ``updated`` (a baseline) or
+    ``time`` (a gate result) stamp. A record may be a dict or the JSON text of a baseline file; text
+    that is not JSON, and records of other hosts, are passed over."""
+    best: tuple[str, float, str] | None = None
+    for rec in records:
+        doc = rec
+        if isinstance(rec, (str, bytes)):
+            try:
+                doc = json.loads(rec)
+            except ValueError:
+                continue
+        if not isinstance(doc, Mapping) or doc.get("failed") is True:
+            continue
+        key = doc.get("key")
+        if not isinstance(key, Mapping) or key.get("host") != host:
+            continue
+        rate = request_rate(doc)
+        if rate is None:
+            continue
+        stamp = doc.get("updated") or doc.get("time") or ""
+        stamp = stamp if isinstance(stamp, str) else ""
+        what = f"{key.get('sglang_version', '?')} at {doc['shape']['concurrency']} streams"
+        if best is None or stamp > best[0]:
+            best = (stamp, rate, what)
+    return (None, "") if best is None else (best[1], best[2])
+
+
 def drain_budget(
     *,
     budget_s: object = 0,
     max_new_tokens: object = 8192,
     tokens_per_s: object = 0,
     margin_s: object = 30,
-    unmeasured_s: object = 600,
+    ceiling_s: object = 600,
 ) -> dict[str, object]:
-    """The drain budget of a node, in whole seconds, and where it comes from:
+    """The drain budget of a node, in whole seconds, never above ``ceiling_s`` (the server's stop
+    budget, which its unit's TimeoutStopSec is rendered from), and where it comes from:
 
-    - ``set``: ``budget_s`` > 0 (the user's);
-    - ``gate``: ``max_new_tokens / tokens_per_s + margin_s`` (the longest request the node accepts at
-      the per-request decode rate the gate measured), rounded up;
-    - ``unmeasured``: no rate known (no gate record yet): ``unmeasured_s``."""
+    - ``set``: ``budget_s`` > 0 (the user's; above the ceiling it is refused);
+    - ``gate``: ``max_new_tokens / tokens_per_s + margin_s`` rounded up: the longest request the node
+      accepts at the per-request decode rate the gate measured;
+    - ``ceiling``: no rate known (no gate record yet), or the sized budget is above the ceiling."""
     b = _positive("sglang_gateway_drain_budget_s", budget_s, integer=True, zero_ok=True)
     n = _positive("sglang_gateway_drain_max_new_tokens", max_new_tokens, integer=True)
     rate = _positive("the per-request decode rate (tokens/s)", tokens_per_s, zero_ok=True)
     margin = _positive("sglang_gateway_drain_margin_s", margin_s, integer=True, zero_ok=True)
-    fallback = _positive("sglang_gateway_drain_unmeasured_budget_s", unmeasured_s, integer=True)
-    base = {"max_new_tokens": int(n), "tokens_per_s": round(rate, 3), "margin_s": int(margin)}
+    ceiling = _positive("sglang_server_drain_budget_s", ceiling_s, integer=True)
+    base = {
+        "max_new_tokens": int(n),
+        "tokens_per_s": round(rate, 3),
+        "margin_s": int(margin),
+        "ceiling_s": int(ceiling),
+    }
+    if b > ceiling:
+        raise DrainBudgetError(
+            f"sglang_gateway_drain_budget_s = {int(b)} is above the server's stop budget "
+            f"sglang_server_drain_budget_s = {int(ceiling)} (its unit's TimeoutStopSec is rendered from it); "
+            "raise that one too"
+        )
     if b > 0:
         return dict(base, budget_s=int(b), source="set")
-    if rate > 0:
+    if rate > 0 and n / rate + margin <= ceiling:
         return dict(base, budget_s=math.ceil(n / rate + margin), source="gate")
-    return dict(base, budget_s=int(fallback), source="unmeasured")
+    return dict(base, budget_s=int(ceiling), source="ceiling")
 
 
 def drain_line(host: str, drain: Mapping[str, object]) -> str:
