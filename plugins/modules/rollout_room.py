@@ -154,6 +154,8 @@ def _get(url: str, key: str, timeout: float) -> bytes:
 
 def _capacity(info: object, fallback: int) -> int | None:
     cap = info.get("max_running_requests") if isinstance(info, dict) else None
+    if isinstance(cap, str) and cap.strip().isdigit():  # a server that echoes its flags as text
+        cap = int(cap)
     if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
         return cap
     return fallback if fallback > 0 else None
