@@ -45,8 +45,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: - C(budget_s), C(source) (V(set), V(gate), V(ceiling)), C(record) (which gate record gave the rate),
-    C(max_new_tokens), C(tokens_per_s), C(margin_s), C(ceiling_s).
+  description:
+    - C(budget_s), C(source) (V(set), V(gate), V(ceiling)), C(record) (which gate record gave the rate),
+      C(max_new_tokens), C(tokens_per_s), C(margin_s), C(ceiling_s).
   type: dict
 """
 
