@@ -126,7 +126,7 @@ def fleet(standin):
 
 def load_node(url: str, n: int, max_new: int) -> list[threading.Thread]:
     out: list[str] = []
-    threads = [threading.Thread(target=stream, args=(url, max_new, out), daemon=True) for _ in range(n)]
+    threads = [threading.Thread(target=stream, args=(url, max_new, out), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
     wait_for(lambda: metrics(url).total == n)
@@ -191,21 +191,21 @@ def test_expired_budget_aborts_the_stragglers(tmp_path, fleet):
 
 def test_budget_above_the_stop_budget_is_refused(tmp_path, fleet):
     node, other, gw = fleet
-    rc, _, out = run(tmp_path, gw, node.url, other.url, sglang_gateway_drain_budget_s=61)
+    rc, _msgs, out = run(tmp_path, gw, node.url, other.url, sglang_gateway_drain_budget_s=61)
     assert rc != 0
     assert "above the server's stop budget sglang_server_drain_budget_s = 60" in out
 
 
 def test_retired_drain_timeout_is_refused(tmp_path, fleet):
     node, other, gw = fleet
-    rc, _, out = run(tmp_path, gw, node.url, other.url, sglang_gateway_drain_timeout_s=600)
+    rc, _msgs, out = run(tmp_path, gw, node.url, other.url, sglang_gateway_drain_timeout_s=600)
     assert rc != 0
     assert "sglang_gateway_drain_timeout_s retired: rename to sglang_gateway_drain_budget_s" in out
 
 
 def test_room_refuses_with_a_node_out_and_the_names(tmp_path, fleet):
     node, other, gw = fleet  # node1 is not listed: one out already
-    rc, _, out = run(
+    rc, _msgs, out = run(
         tmp_path,
         gw,
         node.url,

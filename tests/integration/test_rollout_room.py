@@ -109,7 +109,7 @@ def test_queue_gauge_abort_and_room(standin, gateway):
     busy = standin("--max-running-requests", "2", STANDIN_TOKENS_PER_S="20")
     idle = standin("--max-running-requests", "2")
     finals: list[str] = []
-    threads = [threading.Thread(target=stream, args=(busy.url, 400, finals)) for _ in range(4)]
+    threads = [threading.Thread(target=stream, args=(busy.url, 400, finals)) for i in range(4)]
     for t in threads:
         t.start()
     # two run (the cap), two wait: the queue gauge shows them

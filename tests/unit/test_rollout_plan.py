@@ -407,6 +407,7 @@ def test_bad_drain_inputs_are_named(kwargs, match):
     ceiling=st.integers(1, 5000),
 )
 def test_drain_budget_never_above_the_ceiling(budget, max_new, rate, margin, ceiling):
+    message = ""
     try:
         d = drain_budget(budget_s=budget, max_new_tokens=max_new, tokens_per_s=rate, margin_s=margin, ceiling_s=ceiling)
     except DrainBudgetError as exc:
