@@ -454,3 +454,28 @@ def test_drain_line_is_the_published_format():
     assert line.startswith("node1: drained in 3.2 s (")  # the older line's prefix
     with pytest.raises(AnsibleFilterError, match="has no 'outcome'"):
         drain_line_filter({k: v for k, v in d.items() if k != "outcome"}, "node1")
+
+
+json_st = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda c: (
+        st.lists(c, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["key", "host", "shape", "concurrency", "median_output_tokens_per_s", "updated", "failed"]),
+            c,
+            max_size=6,
+        )
+    ),
+    max_leaves=16,
+)
+
+
+@given(st.lists(st.one_of(json_st, json_st.map(json.dumps), st.text(max_size=30)), max_size=6))
+def test_pick_record_never_crashes_on_outside_files(records):
+    """Baseline files are outside data: anything is passed over, a rate is a positive finite number."""
+    rate, what = pick_record(records, "node1")
+    if rate is None:
+        assert what == ""
+    else:
+        assert rate > 0
+        assert what.endswith(" streams")
