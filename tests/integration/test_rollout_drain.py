@@ -225,3 +225,20 @@ def test_room_allows_a_node_already_out(tmp_path, fleet):
     rc, msgs, out = run(tmp_path, gw, node.url, other.url, do_room=True)
     assert rc == 0, out
     assert any("room to leave the gateway after 1 look(s)" in m for m in msgs), msgs
+
+
+def test_room_bad_max_unavailable_fails_at_once(tmp_path, fleet):
+    node, other, gw = fleet
+    rc, _msgs, out = run(
+        tmp_path,
+        gw,
+        node.url,
+        other.url,
+        do_room=True,
+        sglang_gateway_max_unavailable="150%",
+        sglang_gateway_room_timeout_s=120,
+        sglang_gateway_room_poll_s=1,
+    )
+    assert rc != 0
+    assert "sglang_rollout_max_unavailable = '150%' is outside (0%, 100%]" in out
+    assert "retries left" not in out  # refused at the first look, not retried for 120 s
