@@ -27,7 +27,9 @@ Real formats it follows:
   to every chunk. Then ``data: [DONE]``.
 - ``GET /metrics`` (only with ``--enable-metrics``, as in SGLang): Prometheus text with
   ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total``, ``sglang:gen_throughput``,
-  ``sglang:num_running_reqs``.
+  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs`` (waiting past the running cap).
+- ``POST /abort_request`` ``{"rid", "abort_all"}`` (SGLang's AbortReq): the requests end at once with
+  ``finish_reason`` ``{"type": "abort"}``; 200, empty body.
 - ``--api-key K``: requests need ``Authorization: Bearer K`` (401 otherwise); ``/health*``,
   ``/ready`` and ``/metrics`` are exempt.
 - Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
@@ -798,6 +800,8 @@ class HTTPProtocol(asyncio.Protocol):
             await asyncio.sleep(self.server.cfg.trickle_s)
 
     def _finish_reason(self, req: Request) -> dict[str, object]:
+        if req.fault == "aborted":
+            return {"type": "abort", "message": "Abort request"}
         if req.k < req.max_new and req.fault != "short_tokens":
             return {"type": "stop", "matched": 2}
         return {"type": "length", "length": req.k}
@@ -917,6 +921,9 @@ class Server:
             "# HELP sglang:num_running_reqs The number of running requests.",
             "# TYPE sglang:num_running_reqs gauge",
             f'sglang:num_running_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.running))}',
+            "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
+            "# TYPE sglang:num_queue_reqs gauge",
+            f'sglang:num_queue_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.waiting))}',
         ]
         return ("\n".join(lines) + "\n").encode()
 
@@ -929,6 +936,9 @@ class Server:
             return
         if method == "POST" and path in ("/generate", "/v1/completions"):
             self._generate(proto, path, body)
+            return
+        if method == "POST" and path == "/abort_request":
+            self._abort(proto, body)
             return
         proto._respond(404 if method in ("POST", "PUT", "DELETE") else 405, {"detail": "Not Found"})
 
@@ -1053,6 +1063,31 @@ class Server:
         if stream:
             proto._start_stream()
         eng.submit(req)
+
+    def _abort(self, proto: HTTPProtocol, body: bytes) -> None:
+        """POST /abort_request {"rid": ..., "abort_all": bool} (SGLang's AbortReq): the requests end at
+        once, queued ones with no token, running ones after their current token, with finish_reason
+        ``{"type": "abort"}``; 200 with an empty body, as SGLang answers."""
+        try:
+            obj = json.loads(body or b"{}")
+        except ValueError as exc:
+            proto._respond(400, {"error": {"message": f"request body is not JSON: {exc}"}})
+            return
+        if not isinstance(obj, dict):
+            proto._respond(400, {"error": {"message": "request body must be a JSON object"}})
+            return
+        eng = self.engine
+        rid = str(obj.get("rid") or "")
+        hit = [r for r in eng.running + eng.waiting if obj.get("abort_all") is True or (rid and r.rid == rid)]
+        for req in hit:
+            req.fault = "aborted"
+            if req in eng.waiting:
+                eng.waiting.remove(req)
+                req.done = True
+                req.proto.finish(req)
+            else:
+                req.stop_at = req.k + 1
+        proto._respond(200, b"", ctype="text/plain")
 
     def _shape(self, api: str, obj: dict[str, object]) -> tuple[int, int, bool]:
         if api == "native":

@@ -1,0 +1,60 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Filter plugin: the rollout's serial batches (thin shell around rollout_plan.serial_batches)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: rollout_serial
+short_description: The rollout's serial batches, the canary first, then batches of max_unavailable nodes
+version_added: "0.3.0"
+description:
+  - "C(n_nodes | gpufleet.sglang.rollout_serial(max_unavailable)): V(1) (the canary) then batches of
+    O(max_unavailable) nodes, the last one what is left; the sizes add up to O(_input)."
+  - O(max_unavailable) is a count >= 1 or C(N%) of O(_input) (rounded down, at least 1); anything else
+    (V(0), V(-1), V(150%), V(abc)) fails with a message naming the value and the fix.
+positional: _input, max_unavailable
+options:
+  _input:
+    description: The number of nodes behind the gateway.
+    type: int
+    required: true
+  max_unavailable:
+    description: A count >= 1 or a percentage in (0%, 100%].
+    type: raw
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Batches for 20 nodes, 25% at a time
+  ansible.builtin.debug:
+    msg: "{{ 20 | gpufleet.sglang.rollout_serial('25%') }}"  # [1, 5, 5, 5, 4]
+"""
+
+RETURN = r"""
+_value:
+  description: Batch sizes for the play keyword C(serial).
+  type: list
+  elements: int
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import RolloutPlanError, serial_batches
+
+
+def rollout_serial(n_nodes: object, max_unavailable: object) -> list[int]:
+    try:
+        n = int(str(n_nodes))
+    except ValueError:
+        raise AnsibleFilterError(f"rollout_serial: the number of nodes {n_nodes!r} is not an integer") from None
+    try:
+        return serial_batches(n, max_unavailable)
+    except RolloutPlanError as exc:
+        raise AnsibleFilterError(f"rollout_serial: {exc}") from None
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"rollout_serial": rollout_serial}
