@@ -27,7 +27,7 @@ Real formats it follows:
   to every chunk. Then ``data: [DONE]``.
 - ``GET /metrics`` (only with ``--enable-metrics``, as in SGLang): Prometheus text with
   ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total``, ``sglang:gen_throughput``,
-  ``sglang:num_running_reqs``.
+  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``.
 - ``--api-key K``: requests need ``Authorization: Bearer K`` (401 otherwise); ``/health*``,
   ``/ready`` and ``/metrics`` are exempt.
 - Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
@@ -911,6 +911,9 @@ class Server:
             "# HELP sglang:num_running_reqs The number of running requests.",
             "# TYPE sglang:num_running_reqs gauge",
             f'sglang:num_running_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.running))}',
+            "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
+            "# TYPE sglang:num_queue_reqs gauge",
+            f'sglang:num_queue_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.waiting))}',
         ]
         return ("\n".join(lines) + "\n").encode()
 
