@@ -421,7 +421,8 @@ def one_request(
             reason = "body_too_large" if len(body) > MAX_BODY else check_json(body, expected)
             detail = body[-200:].decode(errors="replace") if reason else ""
             if not reason:
-                tally.add_tokens(expected)
+                count = json.loads(body)["meta_info"].get("completion_tokens")
+                tally.add_tokens(count if isinstance(count, int) else 0)
     except (OSError, http.client.HTTPException) as exc:
         return False, type(exc).__name__, str(exc), ttft
     finally:
