@@ -568,13 +568,19 @@ def measure_capacity(client: Client, stop: threading.Event) -> dict[str, object]
     before = sum(generation_tokens(u) for u in args.metrics_url)
     client_before = client.tally.snapshot()["tokens"]
     start = time.monotonic()
-    run_closed(client, args.probe_concurrency, start + args.capacity_probe_s, stop, phase="capacity_probe")
-    # the counters over the burst proper; the requests still running at its end are in the counts
+    deadline = start + args.capacity_probe_s
+    burst = threading.Thread(
+        target=run_closed, args=(client, args.probe_concurrency, deadline, stop), kwargs={"phase": "capacity_probe"}
+    )
+    burst.start()
+    # the counts at the deadline, while every client is still busy (the burst's tail runs on after it)
+    stop.wait(max(0.0, deadline - time.monotonic()))
     elapsed = time.monotonic() - start
     if args.metrics_url:
         gained, source = sum(generation_tokens(u) for u in args.metrics_url) - before, "metrics"
     else:
         gained, source = client.tally.snapshot()["tokens"] - client_before, "client"
+    burst.join()
     return {"tokens_per_s": round(gained / elapsed, 1), "source": source, "probe_s": round(elapsed, 2)}
 
 
