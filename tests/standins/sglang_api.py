@@ -52,6 +52,10 @@ Knobs (environment):
     STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
                               decoding: each step gives every running request one token and lasts
                               running/rate seconds; 0 = as fast as possible (default 0)
+    STANDIN_REQUEST_TOKENS_PER_S  with STANDIN_TOKENS_PER_S, the most one request decodes per second (a
+                              step lasts at least 1/this): a node reaches its aggregate rate only with
+                              enough requests running, as batching GPUs do, so at part load it runs
+                              several streams instead of idling between fast ones (default 0 = no cap)
     STANDIN_BURST_STEPS       with STANDIN_TOKENS_PER_S=0, decode up to this many steps (at most 50 ms)
                               before writing each stream's events in one send, as a loaded server's
                               output batching does; events stay separate SSE events (default 8)
@@ -325,7 +329,11 @@ class Config:
         self.served_model_name = str(flags.get("served_model_name", self.model_path))
         self.version = os.environ.get("STANDIN_SGLANG_VERSION", "0.5.23")
         self.startup_delay = _env_float("STANDIN_STARTUP_DELAY_S", 0.0)
-        self.rate = _env_float("STANDIN_TOKENS_PER_S", 0.0)
+        # the aggregate rate, and the most one request gets of it
+        self.rate, self.request_rate = (
+            _env_float("STANDIN_TOKENS_PER_S", 0.0),
+            _env_float("STANDIN_REQUEST_TOKENS_PER_S", 0.0),
+        )
         max_running = os.environ.get("STANDIN_MAX_RUNNING") or flags.get("max_running_requests") or 0
         try:
             self.max_running = int(str(max_running))
@@ -538,7 +546,10 @@ class Engine:
         if rate <= 0:
             await asyncio.sleep(0)
             return next_t
-        next_t += n / rate
+        step_s = n / rate
+        if self.cfg.request_rate > 0:
+            step_s = max(step_s, 1.0 / self.cfg.request_rate)  # one token per running request per step
+        next_t += step_s
         delay = next_t - now
         if delay > 0:
             await asyncio.sleep(delay)

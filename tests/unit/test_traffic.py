@@ -308,32 +308,49 @@ def test_retry_refused_must_not_be_negative() -> None:
         parse_args(["--url", "http://127.0.0.1:1", "--retry-refused-s", "-1"])
 
 
-@pytest.fixture
-def standin(tmp_path: Path):
-    """The SGLang stand-in at 20,000 tok/s with metrics, at most 2 requests running."""
+def _start_standin(tmp_path: Path, **env_extra: str):
     port_file = tmp_path / "port"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env.update(STANDIN_TOKENS_PER_S="20000", STANDIN_MAX_RUNNING="2")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(STANDIN),
-            "--model-path",
-            "m",
-            "--port",
-            "0",
-            "--port-file",
-            str(port_file),
-            "--enable-metrics",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    env.update(env_extra)
+    argv = [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file)]
+    proc = subprocess.Popen([*argv, "--enable-metrics"], env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while not port_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{int(port_file.read_text())}"
+
+
+@pytest.fixture
+def standin(tmp_path: Path):
+    """The SGLang stand-in at 20,000 tok/s with metrics, at most 2 requests running."""
+    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="20000", STANDIN_MAX_RUNNING="2")
     try:
-        yield f"http://127.0.0.1:{int(port_file.read_text())}"
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def test_the_standin_caps_one_requests_rate(tmp_path: Path) -> None:
+    """STANDIN_REQUEST_TOKENS_PER_S=1000 at 20,000 tok/s: 400 tokens take 0.4 s alone and about as long
+    with 4 running (the aggregate rate is not reached), as a batching GPU decodes."""
+    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="20000", STANDIN_REQUEST_TOKENS_PER_S="1000")
+    target = urllib.parse.urlsplit(url)
+    payload = json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}}).encode()
+    try:
+        took = []
+        for clients in (1, 4):
+            t0 = time.monotonic()
+            threads = [
+                threading.Thread(target=one_request, args=(target, {}, payload, False, 30.0)) for _ in range(clients)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            took.append(time.monotonic() - t0)
+        assert 0.38 < took[0] < 1.5
+        assert 0.38 < took[1] < 1.5
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
@@ -391,16 +408,22 @@ def test_load_fraction_of_a_given_capacity(standin: str) -> None:
     assert summary["failed"] == 0
 
 
-def test_load_fraction_of_a_probed_capacity(standin: str) -> None:
-    """The probe reads sglang:generation_tokens_total: the stand-in's 20,000 tok/s, roughly."""
-    summary = _run_traffic(
-        *("--url", standin, "--load-fraction", "0.1", "--capacity-probe-s", "1", "--probe-concurrency", "4"),
-        *("--metrics-url", standin, "--max-new-tokens", "200", "--stream", "--duration-s", "3"),
-    )
+def test_load_fraction_of_a_probed_capacity(tmp_path: Path) -> None:
+    """The probe reads sglang:generation_tokens_total while 4 clients keep the stand-in (4,000 tok/s,
+    2 running) busy: its rate, roughly; the open loop then runs at the fraction of it."""
+    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="4000", STANDIN_MAX_RUNNING="2")
+    try:
+        summary = _run_traffic(
+            *("--url", url, "--load-fraction", "0.1", "--capacity-probe-s", "1.5", "--probe-concurrency", "4"),
+            *("--metrics-url", url, "--max-new-tokens", "2000", "--stream", "--duration-s", "3"),
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
     cap = summary["capacity"]
     assert cap["source"] == "metrics"
-    assert 8000 < cap["tokens_per_s"] < 26000
-    assert summary["rate_rps"] == pytest.approx(0.1 * cap["tokens_per_s"] / 200, rel=1e-3)
+    assert 2500 < cap["tokens_per_s"] < 4400
+    assert summary["rate_rps"] == pytest.approx(0.1 * cap["tokens_per_s"] / 2000, rel=1e-3)
     assert summary["phases"]["capacity_probe"]["sent"] >= 4
     assert summary["failed"] == 0
 

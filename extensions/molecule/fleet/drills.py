@@ -46,7 +46,7 @@ NODES = ("node1", "node2", "node3")
 PORTS = {"node1": 31001, "node2": 31002, "node3": 31003}
 # the inventory directory molecule writes: platforms, the provisioner's hosts and group_vars
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000"}
+BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000", "STANDIN_REQUEST_TOKENS_PER_S": "750"}
 CRASH_BOUND_S = 90  # crash loop detected (2 restarts x 1 s) + rollback + readiness + short gate
 URL = {n: f"http://127.0.0.1:{p}" for n, p in PORTS.items()}
 MARK_DIR = "/var/lib/sglang-gateway/out-of-rotation"
@@ -439,8 +439,8 @@ LOAD_FRACTION = 0.6
 TOKEN_MIX = "1000,2000,4000"
 MAX_UNAVAILABLE = 1
 FLOOR = len(NODES) - MAX_UNAVAILABLE
-BEFORE_S = 15  # traffic before the first play: the TTFT baseline
-BUDGET_S = 2  # the drain budget of the expiry drill: below the pinned stream's length
+BUDGET_S = 2  # the drain budget of the expiry drill: far below the pinned stream (8,000 tokens, >= 10 s)
+REMOVAL = r"TASK \[gpufleet\.sglang\.sglang_gateway : Remove the node from the gateway\]"
 PHASE_FILE = "/run/fleet-traffic.phase"
 # the old drain line had "(N running request(s) at removal)"; the new one adds queued, budget, stragglers
 DRAIN_RE = re.compile(
@@ -516,11 +516,10 @@ def drill_drain_budget_expired() -> dict[str, object]:
     start_background(
         "fleet-pinned",
         f"/usr/bin/python3 /srv/gpufleet-tools/traffic.py --url {URL['node1']} --api-key-env SGLANG_GATEWAY_API_KEY"
-        " --concurrency 1 --max-new-tokens 20000 --stream --stop-file /run/fleet-pinned.stop"
+        " --concurrency 1 --max-new-tokens 8000 --stream --stop-file /run/fleet-pinned.stop"
         " --summary /run/fleet-pinned.json --duration-s 1800 --report-every-s 60",
     )
-    t0 = set_phase("budget")
-    rc, out, took = playbook(
+    play = LivePlaybook(
         *ev(
             {
                 "sglang_gateway_drain_budget_s": BUDGET_S,
@@ -529,6 +528,11 @@ def drill_drain_budget_expired() -> dict[str, object]:
             }
         )
     )
+    # until the canary leaves the gateway, nothing is out: the requests sent so far are "before"
+    while play.first(REMOVAL) is None and play.proc.poll() is None:
+        time.sleep(0.2)
+    t0 = set_phase("budget")
+    rc, out, took = play.finish()
     t1 = set_phase("between")
     on_host(
         "touch /run/fleet-pinned.stop; for i in $(seq 120); do [ -s /run/fleet-pinned.json ] && break; sleep 1; done"
@@ -591,13 +595,12 @@ def drill_rolling_upgrade_under_load() -> None:
     start_background(
         "fleet-traffic",
         "/usr/bin/python3 /srv/gpufleet-tools/traffic.py --url http://127.0.0.1:8080 --api-key-env"
-        f" SGLANG_GATEWAY_API_KEY --load-fraction {LOAD_FRACTION} --capacity-probe-s 3 --probe-concurrency 12"
+        f" SGLANG_GATEWAY_API_KEY --load-fraction {LOAD_FRACTION} --capacity-probe-s 3 --probe-concurrency 18"
         f" {metrics} --max-new-tokens {TOKEN_MIX} --stream --phase-file {PHASE_FILE} --seed 26"
         " --stop-file /run/fleet-traffic.stop --summary /run/fleet-traffic.json --duration-s 3600",
     )
     time.sleep(4)  # the capacity probe
     set_phase("before")
-    time.sleep(BEFORE_S)
     expiry = drill_drain_budget_expired()
     t_roll = set_phase("rollout")
     play = LivePlaybook(*ev({"sglang_version": "0.5.23", "sglang_rollout_max_unavailable": MAX_UNAVAILABLE}))
