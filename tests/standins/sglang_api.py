@@ -27,7 +27,7 @@ Real formats it follows:
   to every chunk. Then ``data: [DONE]``.
 - ``GET /metrics`` (only with ``--enable-metrics``, as in SGLang): Prometheus text with
   ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total``, ``sglang:gen_throughput``,
-  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``.
+  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs`` (waiting past the running cap).
 - ``--api-key K``: requests need ``Authorization: Bearer K`` (401 otherwise); ``/health*``,
   ``/ready`` and ``/metrics`` are exempt.
 - Mid-stream errors are sent as ``data: {"error": {"message": ...}}`` followed by ``data: [DONE]``;
