@@ -109,6 +109,8 @@ _SSE_REASONS = (
 
 def sse_reason(message: str) -> str:
     """The named reason of a gate_sse.SSEError message (``stream_invalid`` for any other)."""
+    if message.startswith("wrong token count") and "'abort'" in message:
+        return "stream_aborted"  # the server aborted it (POST /abort_request: finish_reason type abort)
     for prefix, reason in _SSE_REASONS:
         if message.startswith(prefix):
             return reason

@@ -47,6 +47,7 @@ STREAM_REASONS = {
     "stream_count_too_high",
     "stream_unfinished",
     "stream_invalid",
+    "stream_aborted",
 }
 
 
@@ -87,6 +88,11 @@ def _cumulative(n: int) -> bytes:
 )
 def test_check_stream(body: bytes, reason: str) -> None:
     assert check_stream(body, 2) == reason
+
+
+def test_an_aborted_stream_is_named() -> None:
+    aborted = {"text": " w0", "meta_info": {"finish_reason": {"type": "abort", "message": "x"}, "completion_tokens": 1}}
+    assert check_stream(_sse(PARTIAL, aborted, b"[DONE]"), 2) == "stream_aborted"
 
 
 def test_more_tokens_than_asked_is_named() -> None:
