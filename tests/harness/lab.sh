@@ -21,7 +21,7 @@
 #                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), under open-loop
 #                     traffic through the gateway (tests/tools/traffic.py in lab-pve1) at LAB_LOAD_FRACTION
 #                     (default 0.6) of the fleet's capacity, probed first from the nodes' /metrics, with
-#                     streams of LAB_TOKEN_MIX tokens (default 1000,2000,4000); prints the requests sent
+#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 2000,4000,6000); prints the requests sent
 #                     and failed, TTFT p50/p99 before and during the rollout, each node's drain and the
 #                     wall time. -e sglang_rollout_max_unavailable=N for N nodes out at once.
 set -euo pipefail
@@ -153,7 +153,7 @@ upgrade() {
   ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
     { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
   local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
-  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-1000,2000,4000}
+  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-2000,4000,6000}
   podman exec lab-pve1 test -s "$secrets" || { log "no gateway in the lab: run make lab first"; return 2; }
   # traffic.py checks every stream with the throughput gate's gate_sse.py, found next to it
   podman exec lab-pve1 mkdir -p /usr/local/lib/gpufleet-traffic
@@ -165,8 +165,8 @@ upgrade() {
   podman exec lab-pve1 systemd-run --unit lab-traffic --collect --quiet \
     --property=EnvironmentFile="$secrets" /usr/bin/python3 /usr/local/lib/gpufleet-traffic/traffic.py \
     --url http://127.0.0.1:8080 --api-key-env SGLANG_GATEWAY_API_KEY --load-fraction "$load" \
-    --capacity-probe-s 3 --metrics-url http://127.0.0.1:30001 --metrics-url http://127.0.0.1:30002 \
-    --metrics-url http://127.0.0.1:30003 --max-new-tokens "$mix" --stream --phase-file /run/lab-traffic.phase \
+    --capacity-probe-s 3 --probe-concurrency 36 --metrics-url http://127.0.0.1:30001 --metrics-url http://127.0.0.1:30002 \
+    --metrics-url http://127.0.0.1:30003 --api openai --max-new-tokens "$mix" --stream --phase-file /run/lab-traffic.phase \
     --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
   sleep 4
   podman exec lab-pve1 bash -c 'echo before > /run/lab-traffic.phase'

@@ -3,7 +3,7 @@
 """Traffic generator: real generation requests through an SGLang endpoint, closed or open loop.
 
 A test tool, not a stand-in: it is the client side of a rolling-upgrade test. Requests are
-``POST /generate`` to ``--url`` with ``ignore_eos`` (each asks for an exact number of tokens), until
+generation requests to ``--url`` with ``ignore_eos`` (each asks for an exact number of tokens), until
 ``--duration-s`` is over or the file ``--stop-file`` appears; then the requests in flight finish.
 
 - Closed loop (default): ``--concurrency`` clients, each sends its next request when the last one
@@ -11,12 +11,18 @@ A test tool, not a stand-in: it is the client side of a rolling-upgrade test. Re
 - Open loop: requests arrive at ``--rate`` per second (``--arrivals poisson`` or ``fixed``
   intervals, seeded by ``--seed``) whatever the answers do, as independent users do; or at
   ``--load-fraction F`` of the fleet's capacity in tokens/s: ``--capacity-tokens-per-s C`` given, or
-  measured first by ``--capacity-probe-s S`` (a closed-loop burst of ``--probe-concurrency`` clients;
-  the capacity is the increase of ``sglang:generation_tokens_total`` summed over the ``--metrics-url``
-  of every node, else the tokens the clients received, over S). The rate is then
+  measured first by ``--capacity-probe-s S`` (a closed-loop burst of ``--probe-concurrency`` clients
+  asking for ``--probe-max-new-tokens`` each; the capacity is the increase of
+  ``sglang:generation_tokens_total`` summed over the ``--metrics-url`` of every node, else the tokens
+  the clients received, over S). The rate is then
   ``F * C / mean(--max-new-tokens)``. More than ``--max-in-flight`` requests in flight: an arrival
   fails as ``client_in_flight_cap`` (the client, not the server, is the limit).
 - ``--max-new-tokens`` is one count or a comma-separated mix (each request picks one at random).
+- ``--api native`` (default): SGLang's ``POST /generate``; ``--api openai``: ``POST /v1/completions``
+  for ``--model`` (default: the first of ``GET /v1/models``), streamed with the count in every chunk
+  (``stream_options`` ``include_usage`` and ``continuous_usage_stats``), as OpenAI clients do. A
+  native stream repeats all text in every event; OpenAI chunks carry deltas, so a long stream
+  costs the same per token as a short one.
 
 A request is ``ok`` when the answer is HTTP 200 and, for a streamed request, every event passes
 the throughput gate's check (plugins/module_utils/gate_sse.py, ``StreamChecker``: JSON objects, no
@@ -94,6 +100,7 @@ DEFAULT_MAX_EVENT = 4 * 1024 * 1024
 MAX_BODY = 16 * 1024 * 1024
 MAX_RECORDS = 100_000
 PHASE_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+API_PATHS = {"native": "/generate", "openai": "/v1/completions"}
 # the checker's messages (gate_sse.SSEError) -> the named reasons counted here; first match wins
 _SSE_REASONS = (
     ("data after [DONE]", "stream_data_after_done"),
@@ -131,8 +138,8 @@ class StreamReader:
 
     __slots__ = ("buf", "checker", "detail", "first_token_t", "max_event", "multi", "reason", "scan", "tokens")
 
-    def __init__(self, expected: int, max_event: int = DEFAULT_MAX_EVENT) -> None:
-        self.checker = gate_sse.StreamChecker("native", expected, max_event)
+    def __init__(self, expected: int, max_event: int = DEFAULT_MAX_EVENT, api: str = "native") -> None:
+        self.checker = gate_sse.StreamChecker(api, expected, max_event)
         self.buf = bytearray()
         self.scan = 0  # where the search for the next newline resumes
         self.multi = False  # the pending block has a newline that does not end it
@@ -201,22 +208,34 @@ class StreamReader:
         return self.reason
 
 
-def check_stream(body: bytes, expected: int) -> str:
+def check_stream(body: bytes, expected: int, api: str = "native") -> str:
     """Return '' when a whole SSE body is a complete, correct SGLang stream of ``expected`` tokens."""
-    reader = StreamReader(expected)
+    reader = StreamReader(expected, api=api)
     reader.feed(body, 0.0)
     return reader.close()
 
 
-def check_json(body: bytes, expected: int | None = None) -> str:
-    """Return '' when a non-streamed /generate body is a finished result, else the reason."""
+def body_tokens(doc: object, api: str = "native") -> tuple[object, object]:
+    """(finish reason, completion tokens) of a decoded non-streamed answer; (None, None) if it has none."""
+    if not isinstance(doc, dict):
+        return None, None
+    if api == "openai":
+        choices = doc.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+        return first.get("finish_reason"), usage.get("completion_tokens")
+    meta = doc.get("meta_info") if isinstance(doc.get("meta_info"), dict) else {}
+    return meta.get("finish_reason"), meta.get("completion_tokens")
+
+
+def check_json(body: bytes, expected: int | None = None, api: str = "native") -> str:
+    """Return '' when a non-streamed answer is a finished result (of ``expected`` tokens), else the reason."""
     try:
         doc = json.loads(body)
     except ValueError:
         return "body_malformed"
-    if not isinstance(doc, dict) or not (doc.get("meta_info") or {}).get("finish_reason"):
-        return "body_unfinished"
-    if expected is not None and doc["meta_info"].get("completion_tokens") != expected:
+    finish, tokens = body_tokens(doc, api)
+    if not finish or (expected is not None and tokens != expected):
         return "body_unfinished"
     return ""
 
@@ -369,9 +388,9 @@ def connect(target: urllib.parse.SplitResult, timeout_s: float, retry_refused_s:
             time.sleep(0.1)
 
 
-def _read_stream(resp: http.client.HTTPResponse, expected: int, max_event: int, tally: Tally, t0: float):
+def _read_stream(resp: http.client.HTTPResponse, expected: int, max_event: int, tally: Tally, t0: float, *, api: str):
     """(reason, detail, ttft_s) of a streamed body read piece by piece."""
-    reader = StreamReader(expected, max_event)
+    reader = StreamReader(expected, max_event, api)
     counted = 0
     while True:
         data = resp.read1(READ_BYTES)
@@ -399,8 +418,9 @@ def one_request(
     tally: Tally | None = None,
     expected: int | None = None,
     max_event: int = DEFAULT_MAX_EVENT,
+    api: str = "native",
 ):
-    """Send one request; return (ok, reason, detail, ttft_s)."""
+    """Send one request (``api``: native /generate or openai /v1/completions); return (ok, reason, detail, ttft_s)."""
     tally = tally or Tally()
     if expected is None and stream:
         expected = json.loads(payload or b"{}").get("sampling_params", {}).get("max_new_tokens", 128)
@@ -412,18 +432,18 @@ def one_request(
     ttft = None
     try:
         t0 = time.monotonic()
-        conn.request("POST", (target.path.rstrip("/") or "") + "/generate", body=payload, headers=headers)
+        conn.request("POST", (target.path.rstrip("/") or "") + API_PATHS[api], body=payload, headers=headers)
         resp = conn.getresponse()
         if resp.status != 200:
             return False, f"http_{resp.status}", resp.read(4096).decode(errors="replace"), None
         if stream:
-            reason, detail, ttft = _read_stream(resp, expected, max_event, tally, t0)
+            reason, detail, ttft = _read_stream(resp, expected, max_event, tally, t0, api=api)
         else:
             body = resp.read(MAX_BODY + 1)
-            reason = "body_too_large" if len(body) > MAX_BODY else check_json(body, expected)
+            reason = "body_too_large" if len(body) > MAX_BODY else check_json(body, expected, api)
             detail = body[-200:].decode(errors="replace") if reason else ""
             if not reason:
-                count = json.loads(body)["meta_info"].get("completion_tokens")
+                count = body_tokens(json.loads(body), api)[1]
                 tally.add_tokens(count if isinstance(count, int) else 0)
     except (OSError, http.client.HTTPException) as exc:
         return False, type(exc).__name__, str(exc), ttft
@@ -444,18 +464,31 @@ class Client:
         self.headers = {"Content-Type": "application/json"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
+        if args.api == "openai" and not args.model:
+            args.model = served_model(self.target, self.headers, args.request_timeout_s)
 
     def send(self, session: int, turn: int, max_new: int, phase: str = "") -> bool:
         """One request, recorded; True when it was ok."""
         args = self.args
-        payload = json.dumps(
-            {
-                # a shared prefix per session, as a chat session has: cache-aware routing keys on it
-                "text": f"client {session} session prompt; turn {turn}",
+        # a shared prefix per session, as a chat session has: cache-aware routing keys on it
+        prompt = f"client {session} session prompt; turn {turn}"
+        if args.api == "openai":
+            body: dict[str, object] = {
+                "model": args.model,
+                "prompt": prompt,
+                "max_tokens": max_new,
+                "ignore_eos": True,
+                "stream": args.stream,
+            }
+            if args.stream:  # the count in every chunk: the first token is seen, the total checked
+                body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+        else:
+            body = {
+                "text": prompt,
                 "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True},
                 "stream": args.stream,
             }
-        ).encode()
+        payload = json.dumps(body).encode()
         info = {"t": round(time.time(), 3), "phase": phase or self.phase.current(), "max_new_tokens": max_new}
         self.tally.start()
         ok, reason, detail, ttft = one_request(
@@ -468,11 +501,33 @@ class Client:
             tally=self.tally,
             expected=max_new,
             max_event=args.max_event_bytes,
+            api=args.api,
         )
         info["ttft_s"] = ttft
         info["duration_s"] = round(time.time() - info["t"], 3)
         self.tally.record(ok, reason, detail, info)
         return ok
+
+
+def served_model(target: urllib.parse.SplitResult, headers: dict[str, str], timeout_s: float) -> str:
+    """The first model id of GET /v1/models (what an OpenAI client asks for); SystemExit naming the problem."""
+    conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=timeout_s)
+    try:
+        conn.request("GET", (target.path.rstrip("/") or "") + "/v1/models", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read(1024 * 1024)
+    except (OSError, http.client.HTTPException) as exc:
+        raise SystemExit(f"traffic.py: GET /v1/models failed ({exc}); pass --model NAME") from None
+    finally:
+        conn.close()
+    try:
+        data = json.loads(body).get("data") if resp.status == 200 else None
+        model = data[0]["id"] if isinstance(data, list) and data and isinstance(data[0], dict) else None
+    except (ValueError, AttributeError, KeyError):
+        model = None
+    if not isinstance(model, str) or not model:
+        raise SystemExit(f"traffic.py: GET /v1/models answered {resp.status} without a model id; pass --model NAME")
+    return model
 
 
 def stopped(args: argparse.Namespace, stop: threading.Event, deadline: float) -> bool:
@@ -482,25 +537,41 @@ def stopped(args: argparse.Namespace, stop: threading.Event, deadline: float) ->
 
 
 def closed_loop(
-    client: Client, deadline: float, stop: threading.Event, idx: int, rng: random.Random, *, phase: str = ""
+    client: Client,
+    deadline: float,
+    stop: threading.Event,
+    idx: int,
+    rng: random.Random,
+    *,
+    phase: str = "",
+    tokens: list[int] | None = None,
 ) -> None:
     args = client.args
+    mix = tokens or args.tokens
     n = 0
     while not stopped(args, stop, deadline):
         n += 1
-        ok = client.send(idx, n, rng.choice(args.tokens), phase)
+        ok = client.send(idx, n, rng.choice(mix), phase)
         # a failed request is retried by the next one after a short pause, as a client would
         pause = args.interval_s if ok else max(args.interval_s, 0.1)
         if pause > 0:
             stop.wait(pause)
 
 
-def run_closed(client: Client, concurrency: int, deadline: float, stop: threading.Event, phase: str = "") -> None:
+def run_closed(
+    client: Client,
+    concurrency: int,
+    deadline: float,
+    stop: threading.Event,
+    *,
+    phase: str = "",
+    tokens: list[int] | None = None,
+) -> None:
     threads = [
         threading.Thread(
             target=closed_loop,
             args=(client, deadline, stop, i, random.Random(client.args.seed + i)),
-            kwargs={"phase": phase},
+            kwargs={"phase": phase, "tokens": tokens},
             daemon=True,
         )
         for i in range(concurrency)
@@ -571,8 +642,11 @@ def measure_capacity(client: Client, stop: threading.Event) -> dict[str, object]
     client_before = client.tally.snapshot()["tokens"]
     start = time.monotonic()
     deadline = start + args.capacity_probe_s
+    # short requests: the burst's tail, which runs on after the deadline, ends soon
     burst = threading.Thread(
-        target=run_closed, args=(client, args.probe_concurrency, deadline, stop), kwargs={"phase": "capacity_probe"}
+        target=run_closed,
+        args=(client, args.probe_concurrency, deadline, stop),
+        kwargs={"phase": "capacity_probe", "tokens": [args.probe_max_new_tokens]},
     )
     burst.start()
     # the counts at the deadline, while every client is still busy (the burst's tail runs on after it)
@@ -604,13 +678,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--max-new-tokens", dest="tokens", type=parse_tokens, default=[32], help="a count or a mix: 1000,4000"
     )
     p.add_argument("--stream", action="store_true", help="streamed requests (SSE)")
+    p.add_argument(
+        "--api", choices=tuple(API_PATHS), default="native", help="native POST /generate or openai POST /v1/completions"
+    )
+    p.add_argument(
+        "--model", default="", help="the model field of OpenAI requests (default: the first of GET /v1/models)"
+    )
     p.add_argument("--interval-s", type=float, default=0.0, help="closed loop: pause between two requests of a client")
     p.add_argument("--rate", type=float, default=0.0, help="open loop: arrivals per second")
     p.add_argument("--arrivals", choices=("poisson", "fixed"), default="poisson")
     p.add_argument("--load-fraction", type=float, default=0.0, help="open loop at this fraction of the capacity")
     p.add_argument("--capacity-tokens-per-s", type=float, default=0.0, help="the fleet's capacity, given")
     p.add_argument("--capacity-probe-s", type=float, default=0.0, help="measure the capacity for this long first")
-    p.add_argument("--probe-concurrency", type=int, default=12)
+    p.add_argument("--probe-concurrency", type=int, default=12, help="enough to keep every node at its rate")
+    p.add_argument("--probe-max-new-tokens", type=int, default=256)
     p.add_argument("--metrics-url", action="append", default=[], help="a node's base URL (its /metrics); repeat")
     p.add_argument("--max-in-flight", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
@@ -639,8 +720,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--load-fraction needs the capacity: --capacity-tokens-per-s C or --capacity-probe-s S")
     if args.capacity_tokens_per_s and args.capacity_probe_s:
         p.error("--capacity-tokens-per-s and --capacity-probe-s exclude each other")
-    if args.max_in_flight < 1 or args.probe_concurrency < 1 or args.max_event_bytes < 1024:
-        p.error("--max-in-flight and --probe-concurrency must be positive, --max-event-bytes at least 1024")
+    if min(args.max_in_flight, args.probe_concurrency, args.probe_max_new_tokens) < 1 or args.max_event_bytes < 1024:
+        p.error(
+            "--max-in-flight, --probe-concurrency and --probe-max-new-tokens must be positive,"
+            " --max-event-bytes at least 1024"
+        )
     for url in [args.url, *args.metrics_url]:
         if urllib.parse.urlsplit(url).scheme != "http":
             p.error(f"{url!r}: only http:// URLs are supported")

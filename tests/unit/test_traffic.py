@@ -468,3 +468,40 @@ def test_an_in_flight_cap_is_a_named_failure(standin: str) -> None:
     )
     assert summary["reasons"].get("client_in_flight_cap", 0) > 0
     assert summary["failed"] == summary["reasons"]["client_in_flight_cap"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_openai_requests_for_the_served_model(standin: str, stream: bool) -> None:
+    """--api openai: /v1/completions for the model /v1/models names; streamed with the count in every
+    chunk, so TTFT is measured and the total checked."""
+    summary = _run_traffic(
+        *("--url", standin, "--api", "openai", "--concurrency", "2", "--max-new-tokens", "30,90"),
+        *(["--stream"] if stream else []),
+        *("--duration-s", "0.5"),
+    )
+    assert summary["failed"] == 0
+    assert summary["sent"] >= 2
+    assert summary["ttft"]["n"] == (summary["sent"] if stream else 0)
+    assert summary["tokens"] >= 60
+
+
+def test_an_openai_stream_short_of_its_count_is_named() -> None:
+    chunk = {"choices": [{"text": " w", "finish_reason": None}], "usage": {"completion_tokens": 1}}
+    last = {"choices": [{"text": " w", "finish_reason": "length"}], "usage": {"completion_tokens": 2}}
+    assert check_stream(_sse(chunk, last, b"[DONE]"), 2, api="openai") == ""
+    assert check_stream(_sse(chunk, b"[DONE]"), 2, api="openai") == "stream_unfinished"
+    assert check_json(json.dumps(last).encode(), 2, api="openai") == ""
+    assert check_json(json.dumps(last).encode(), 3, api="openai") == "body_unfinished"
+    assert check_json(b'{"choices": "x"}', None, api="openai") == "body_unfinished"
+
+
+def test_no_served_model_is_refused_by_name() -> None:
+    port = _free_port()
+    server = http.server.HTTPServer(("127.0.0.1", port), _Generate)  # answers 501 to GET
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(SystemExit, match="pass --model NAME"):
+            traffic.served_model(urllib.parse.urlsplit(f"http://127.0.0.1:{port}"), {}, 5.0)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -20,7 +20,7 @@ E    (under the traffic of A, before its rollout) the canary's drain budget
      release, not restarted; the stragglers are counted and the stream finishes.
 A    rolling upgrade of the three nodes to 0.5.23 (max_unavailable 1) at 60% of the fleet's measured
      capacity: open-loop arrivals (tests/tools/traffic.py --load-fraction, capacity probed from the
-     nodes' /metrics), streams of 1,000-4,000 tokens. No failed request; the gateway never lists
+     nodes' /metrics), OpenAI streams of 2,000-6,000 tokens. No failed request; the gateway never lists
      fewer than 3 - max_unavailable healthy workers (sampled every 0.5 s) nor a node between its
      removal and its add-back; drains start with streams running and wait for them; TTFT p50/p99
      before and during the rollout, drain figures and wall time printed. (The gateway restart of
@@ -46,7 +46,7 @@ NODES = ("node1", "node2", "node3")
 PORTS = {"node1": 31001, "node2": 31002, "node3": 31003}
 # the inventory directory molecule writes: platforms, the provisioner's hosts and group_vars
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000", "STANDIN_REQUEST_TOKENS_PER_S": "750"}
+BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000", "STANDIN_REQUEST_TOKENS_PER_S": "375"}
 CRASH_BOUND_S = 90  # crash loop detected (2 restarts x 1 s) + rollback + readiness + short gate
 URL = {n: f"http://127.0.0.1:{p}" for n, p in PORTS.items()}
 MARK_DIR = "/var/lib/sglang-gateway/out-of-rotation"
@@ -441,12 +441,14 @@ def start_background(unit: str, argv: str) -> None:
 
 
 # A: the fleet at LOAD_FRACTION of its measured capacity (open loop: arrivals do not wait for answers),
-# streams of TOKEN_MIX tokens; one node out leaves 2/3 of the capacity, above the load
+# OpenAI streams of TOKEN_MIX tokens (5-16 s each at the stand-in's 375 tok/s per stream: smg takes
+# about 5 s to delist a removed worker, during which shorter streams end, so the drain would find
+# none); one node out leaves 2/3 of the capacity, above the load
 LOAD_FRACTION = 0.6
-TOKEN_MIX = "1000,2000,4000"
+TOKEN_MIX = "2000,4000,6000"
 MAX_UNAVAILABLE = 1
 FLOOR = len(NODES) - MAX_UNAVAILABLE
-BUDGET_S = 2  # the drain budget of the expiry drill: far below the pinned stream (8,000 tokens, >= 10 s)
+BUDGET_S = 2  # the drain budget of the expiry drill: far below the pinned stream (4,000 tokens, >= 10 s)
 REMOVAL = r"TASK \[gpufleet\.sglang\.sglang_gateway : Remove the node from the gateway\]"
 PHASE_FILE = "/run/fleet-traffic.phase"
 # the old drain line had "(N running request(s) at removal)"; the new one adds queued, budget, stragglers
@@ -524,7 +526,7 @@ def drill_drain_budget_expired() -> dict[str, object]:
     start_background(
         "fleet-pinned",
         f"/usr/bin/python3 /srv/gpufleet-tools/traffic.py --url {URL['node1']} --api-key-env SGLANG_GATEWAY_API_KEY"
-        " --concurrency 1 --max-new-tokens 8000 --stream --stop-file /run/fleet-pinned.stop"
+        " --concurrency 1 --max-new-tokens 4000 --stream --stop-file /run/fleet-pinned.stop"
         " --summary /run/fleet-pinned.json --duration-s 1800 --report-every-s 60",
     )
     play = LivePlaybook(
@@ -602,8 +604,8 @@ def drill_rolling_upgrade_under_load() -> None:
     start_background(
         "fleet-traffic",
         "/usr/bin/python3 /srv/gpufleet-tools/traffic.py --url http://127.0.0.1:8080 --api-key-env"
-        f" SGLANG_GATEWAY_API_KEY --load-fraction {LOAD_FRACTION} --capacity-probe-s 3 --probe-concurrency 18"
-        f" {metrics} --max-new-tokens {TOKEN_MIX} --stream --phase-file {PHASE_FILE} --seed 26"
+        f" SGLANG_GATEWAY_API_KEY --load-fraction {LOAD_FRACTION} --capacity-probe-s 3 --probe-concurrency 36"
+        f" {metrics} --api openai --max-new-tokens {TOKEN_MIX} --stream --phase-file {PHASE_FILE} --seed 26"
         " --stop-file /run/fleet-traffic.stop --summary /run/fleet-traffic.json --duration-s 3600",
     )
     time.sleep(4)  # the capacity probe
