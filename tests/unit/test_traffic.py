@@ -376,29 +376,29 @@ def _run_traffic(*argv: str, timeout: float = 60) -> dict:
 
 
 def test_open_loop_at_a_fixed_rate_with_phases(standin: str, tmp_path: Path) -> None:
-    """20 arrivals/s for 1.5 s, the phase file switched half-way: every request ok, each filed under
-    the phase it was sent in, TTFT per phase."""
+    """20 arrivals/s for 2 s, the phase file switched once 8 requests were sent: every request ok,
+    each filed under the phase it was sent in, TTFT per phase."""
     phase = tmp_path / "phase"
     phase.write_text("before\n")
-
-    def switch() -> None:
-        time.sleep(0.75)
-        phase.write_text("during\n")
-
-    threading.Thread(target=switch, daemon=True).start()
-    summary = _run_traffic(
-        *("--url", standin, "--rate", "20", "--arrivals", "fixed", "--max-new-tokens", "20,60", "--stream"),
-        *("--duration-s", "1.5", "--phase-file", str(phase), "--requests-out", str(tmp_path / "req.jsonl")),
-    )
+    argv = [sys.executable, str(TRAFFIC), "--url", standin, "--rate", "20", "--arrivals", "fixed", "--stream"]
+    argv += ["--max-new-tokens", "20,60", "--duration-s", "2", "--phase-file", str(phase), "--report-every-s", "0.1"]
+    proc = subprocess.Popen([*argv, "--requests-out", str(tmp_path / "req.jsonl")], stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("{") and json.loads(line)["sent"] >= 8 and phase.read_text() == "before\n":
+            phase.write_text("during\n")
+    proc.wait(timeout=60)
+    summary = json.loads(lines[-1][8:])
     assert summary["mode"] == "open"
     assert summary["failed"] == 0
-    assert 25 <= summary["sent"] <= 32
+    assert 35 <= summary["sent"] <= 42
     assert summary["ok"] == summary["sent"]
     phases = summary["phases"]
     assert set(phases) == {"before", "during"}
-    assert all(p["sent"] >= 8 and p["ttft"]["n"] == p["ok"] for p in phases.values())
+    assert all(p["sent"] >= 5 and p["ttft"]["n"] == p["ok"] for p in phases.values())
     assert summary["ttft"]["n"] == summary["sent"]
-    assert 0 < summary["ttft"]["p50_s"] <= summary["ttft"]["p99_s"] < 5
+    assert 0 < summary["ttft"]["p50_s"] <= summary["ttft"]["p99_s"]
     records = [json.loads(line) for line in (tmp_path / "req.jsonl").read_text().splitlines()]
     assert len(records) == summary["sent"]
     assert {r["max_new_tokens"] for r in records} == {20, 60}
