@@ -18,10 +18,12 @@
 # usage: lab.sh up | converge [ansible-playbook args] | upgrade VERSION [ansible-playbook args]
 #               | down | status
 #   upgrade VERSION   rolling upgrade of the three nodes to SGLang VERSION (a wheel of the Makefile's
-#                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), with steady traffic
-#                     through the gateway (tests/tools/traffic.py in lab-pve1); prints the requests
-#                     sent and failed, each node's drain time and the wall time. LAB_TRAFFIC_CONCURRENCY
-#                     (default 4) clients; -e sglang_rollout_serial=1 for one node per batch.
+#                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), under open-loop
+#                     traffic through the gateway (tests/tools/traffic.py in lab-pve1) at LAB_LOAD_FRACTION
+#                     (default 0.6) of the fleet's capacity, probed first from the nodes' /metrics, with
+#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 2000,4000,6000); prints the requests sent
+#                     and failed, TTFT p50/p99 before and during the rollout, each node's drain and the
+#                     wall time. -e sglang_rollout_max_unavailable=N for N nodes out at once.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -151,22 +153,31 @@ upgrade() {
   ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
     { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
   local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
-  local clients=${LAB_TRAFFIC_CONCURRENCY:-4}
+  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-2000,4000,6000}
   podman exec lab-pve1 test -s "$secrets" || { log "no gateway in the lab: run make lab first"; return 2; }
-  podman cp "$repo/tests/tools/traffic.py" lab-pve1:/usr/local/lib/gpufleet-traffic.py
+  # traffic.py checks every stream with the throughput gate's gate_sse.py, found next to it
+  podman exec lab-pve1 mkdir -p /usr/local/lib/gpufleet-traffic
+  podman cp "$repo/tests/tools/traffic.py" lab-pve1:/usr/local/lib/gpufleet-traffic/traffic.py
+  podman cp "$repo/plugins/module_utils/gate_sse.py" lab-pve1:/usr/local/lib/gpufleet-traffic/gate_sse.py
   podman exec lab-pve1 bash -c 'systemctl stop lab-traffic 2>/dev/null; systemctl reset-failed lab-traffic 2>/dev/null;
-    rm -f /run/lab-traffic.stop /run/lab-traffic.json; true'
-  log "traffic: $clients streaming clients through the gateway (http://127.0.0.1:8080)"
+    rm -f /run/lab-traffic.stop /run/lab-traffic.json; echo probe > /run/lab-traffic.phase; true'
+  log "traffic: open loop at $load of the fleet's capacity, streams of $mix tokens, through the gateway"
   podman exec lab-pve1 systemd-run --unit lab-traffic --collect --quiet \
-    --property=EnvironmentFile="$secrets" /usr/bin/python3 /usr/local/lib/gpufleet-traffic.py \
-    --url http://127.0.0.1:8080 --api-key-env SGLANG_GATEWAY_API_KEY --concurrency "$clients" \
-    --max-new-tokens 64 --stream --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
-  sleep 3
+    --property=EnvironmentFile="$secrets" /usr/bin/python3 /usr/local/lib/gpufleet-traffic/traffic.py \
+    --url http://127.0.0.1:8080 --api-key-env SGLANG_GATEWAY_API_KEY --load-fraction "$load" \
+    --capacity-probe-s 3 --probe-concurrency 36 --metrics-url http://127.0.0.1:30001 --metrics-url http://127.0.0.1:30002 \
+    --metrics-url http://127.0.0.1:30003 --api openai --max-new-tokens "$mix" --stream --phase-file /run/lab-traffic.phase \
+    --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
+  sleep 4
+  podman exec lab-pve1 bash -c 'echo before > /run/lab-traffic.phase'
+  sleep 15
+  podman exec lab-pve1 bash -c 'echo rollout > /run/lab-traffic.phase'
   local start=$SECONDS rc=0
   log "ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml -e sglang_version=$version $*"
   ANSIBLE_FORCE_COLOR=0 ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml \
     -e sglang_version="$version" "$@" 2>&1 | tee "$state/last-upgrade.log" || rc=$?
   local took=$((SECONDS - start))
+  podman exec lab-pve1 bash -c 'echo after > /run/lab-traffic.phase'
   sleep 2
   podman exec lab-pve1 bash -c 'touch /run/lab-traffic.stop
     for _ in $(seq 1 120); do [[ -s /run/lab-traffic.json ]] && exit 0; sleep 1; done; exit 1' ||
@@ -174,12 +185,16 @@ upgrade() {
   echo
   echo "============================ lab rolling upgrade ============================"
   sed -n '/^PLAY RECAP/,/^$/p' "$state/last-upgrade.log" | tail -n +2
-  grep -o 'lab-sglang[0-9]: drained in [0-9.]* s ([0-9]* running request(s) at removal)' "$state/last-upgrade.log" |
+  grep -oE 'lab-sglang[0-9]: drained in [0-9.]+ s \([^)]*\)' "$state/last-upgrade.log" | sort -u |
     sed 's/^/drain: /' || true
   podman exec lab-pve1 python3 -c '
 import json
 s = json.load(open("/run/lab-traffic.json"))
-print("traffic through the gateway: sent %s, ok %s, failed %s %s" % (s["sent"], s["ok"], s["failed"], s.get("reasons") or ""))
+print("traffic through the gateway: %s req/s open loop (capacity %s), sent %s, ok %s, failed %s %s" % (
+    s.get("rate_rps"), s.get("capacity"), s["sent"], s["ok"], s["failed"], s.get("reasons") or ""))
+for name in ("before", "rollout"):
+    t = s.get("phases", {}).get(name, {}).get("ttft", {})
+    print("TTFT %s: p50 %s s, p99 %s s (%s requests)" % (name, t.get("p50_s"), t.get("p99_s"), t.get("n", 0)))
 raise SystemExit(1 if s["failed"] or not s["sent"] else 0)' || rc=1
   echo "rolling upgrade to $version: rc=$rc, ${took} s wall time (full log: .cache/lab/last-upgrade.log)"
   return "$rc"

@@ -60,6 +60,10 @@ Knobs (environment):
     STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
                               decoding: each step gives every running request one token and lasts
                               running/rate seconds; 0 = as fast as possible (default 0)
+    STANDIN_REQUEST_TOKENS_PER_S  with STANDIN_TOKENS_PER_S, the most one request decodes per second (a
+                              step lasts at least 1/this): a node reaches its aggregate rate only with
+                              enough requests running, as batching GPUs do, so at part load it runs
+                              several streams instead of idling between fast ones (default 0 = no cap)
     STANDIN_BURST_STEPS       with STANDIN_TOKENS_PER_S=0, decode up to this many steps (at most 50 ms)
                               before writing each stream's events in one send, as a loaded server's
                               output batching does; events stay separate SSE events (default 8)
@@ -333,7 +337,11 @@ class Config:
         self.served_model_name = str(flags.get("served_model_name", self.model_path))
         self.version = os.environ.get("STANDIN_SGLANG_VERSION", "0.5.23")
         self.startup_delay = _env_float("STANDIN_STARTUP_DELAY_S", 0.0)
-        self.rate = _env_float("STANDIN_TOKENS_PER_S", 0.0)
+        # the aggregate rate, and the most one request gets of it
+        self.rate, self.request_rate = (
+            _env_float("STANDIN_TOKENS_PER_S", 0.0),
+            _env_float("STANDIN_REQUEST_TOKENS_PER_S", 0.0),
+        )
         max_running = os.environ.get("STANDIN_MAX_RUNNING") or flags.get("max_running_requests") or 0
         try:
             self.max_running = int(str(max_running))
@@ -414,15 +422,19 @@ class Request:
 
 class _Sequence:
     """The synthetic token sequence every request decodes, pre-rendered so that an event's
-    (cumulative or incremental) text and ids are one slice each."""
+    (cumulative or incremental) text and ids are one slice each: views of immutable bytes, so a
+    cumulative event of k tokens is copied once (into the event), not three times."""
 
     def __init__(self) -> None:
         self.text = bytearray()
         self.ids = bytearray()
         self.text_off = [0]
         self.ids_off = [0]
+        self.text_view = memoryview(b"")
+        self.ids_view = memoryview(b"")
 
     def _grow(self, n: int) -> None:
+        n = max(n, 2 * len(self.text_off))  # doubling: the copies below stay linear in the length
         while len(self.text_off) <= n:
             i = len(self.text_off) - 1
             self.text += _PIECES_B[i % _VOCAB]
@@ -431,12 +443,14 @@ class _Sequence:
             self.ids += _IDS_B[i % _VOCAB]
             self.text_off.append(len(self.text))
             self.ids_off.append(len(self.ids))
+        self.text_view = memoryview(bytes(self.text))
+        self.ids_view = memoryview(bytes(self.ids))
 
-    def slices(self, a: int, b: int) -> tuple[bytes, bytes]:
+    def slices(self, a: int, b: int) -> tuple[memoryview, memoryview]:
         if b >= len(self.text_off):
             self._grow(b + 1024)
         ids_a = self.ids_off[a] + (1 if a else 0)
-        return bytes(self.text[self.text_off[a] : self.text_off[b]]), bytes(self.ids[ids_a : self.ids_off[b]])
+        return self.text_view[self.text_off[a] : self.text_off[b]], self.ids_view[ids_a : self.ids_off[b]]
 
 
 _SEQ = _Sequence()
@@ -540,7 +554,10 @@ class Engine:
         if rate <= 0:
             await asyncio.sleep(0)
             return next_t
-        next_t += n / rate
+        step_s = n / rate
+        if self.cfg.request_rate > 0:
+            step_s = max(step_s, 1.0 / self.cfg.request_rate)  # one token per running request per step
+        next_t += step_s
         delay = next_t - now
         if delay > 0:
             await asyncio.sleep(delay)
@@ -693,7 +710,7 @@ class HTTPProtocol(asyncio.Protocol):
 
     def _chunk(self, payload: bytes) -> None:
         if not self.closed:
-            self.pending.append(b"%x\r\n%b\r\n" % (len(payload), payload))
+            self.pending += (b"%x\r\n" % len(payload), payload, b"\r\n")  # one copy, in flush's join
             self.server.engine.dirty.add(self)
 
     def _end_stream(self) -> None:
