@@ -128,10 +128,9 @@ nodes:
 """
 
 import json
-import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
     Node,
@@ -147,8 +146,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan impor
 
 def _get(url: str, key: str, timeout: float) -> bytes:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    req = urllib.request.Request(url, headers=headers, method="GET")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with open_url(url, headers=headers, method="GET", timeout=timeout) as resp:
         return resp.read(4 * 1024 * 1024)
 
 

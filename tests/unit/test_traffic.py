@@ -348,7 +348,7 @@ def test_the_standin_caps_one_requests_rate(tmp_path: Path) -> None:
         for clients in (1, 4):
             t0 = time.monotonic()
             threads = [
-                threading.Thread(target=one_request, args=(target, {}, payload, False, 30.0)) for _ in range(clients)
+                threading.Thread(target=one_request, args=(target, {}, payload, False, 30.0)) for _c in range(clients)
             ]
             for t in threads:
                 t.start()
@@ -448,7 +448,7 @@ def test_the_standin_reports_its_queue(standin: str) -> None:
             ),
             daemon=True,
         )
-        for _ in range(5)
+        for _round in range(5)
     ]
     for t in threads:
         t.start()
