@@ -151,5 +151,5 @@ clean: lab-down
 # the fuzz suite's size: generated cases per property-based test and in all (tests/unit/conftest.py)
 fuzz-stats: venv
 	$(BIN)/pytest -q tests/unit -p no:randomly --hypothesis-show-statistics 2>&1 \
-	  | awk '/^tests\/unit\/.*::/ {t=$$1} /passing examples/ {n+=$$2; c++; printf "%6d  %s\n", $$2, t} \
+	  | awk '/^tests\/unit\/.*::.*:$$/ {t=$$1} / - [0-9]+ passing, [0-9]+ failing/ {n+=$$2; c++; printf "%6d  %s\n", $$2, t} \
 	         END {printf "%d property-based tests, %d generated cases\n", c, n}'
