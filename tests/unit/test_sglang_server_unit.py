@@ -46,6 +46,7 @@ def server_vars(**overrides) -> dict:
         __sglang_server_config_file="/etc/sglang/sglang-server.yaml",
         __sglang_server_argv=["--model-path", "/models/m"],
         __sglang_server_redactor="/usr/local/lib/gpufleet-sglang/sglang_log_redact.py",
+        sglang_server_timeout_stop_sec=690,
     )
     values.update(overrides)
     return values
