@@ -1030,14 +1030,23 @@ class Server:
                 proto._write(head)
                 asyncio.get_running_loop().create_task(proto.trickle(b"x" * 64))
 
-    def _generate(self, proto: HTTPProtocol, path: str, body: bytes) -> None:
+    @staticmethod
+    def _json_object(proto: HTTPProtocol, body: bytes, empty: bytes) -> dict | None:
+        """The request body as a JSON object (``empty`` stands for an empty body), or None after
+        answering 400 with the reason."""
         try:
-            obj = json.loads(body or b"null")
+            obj = json.loads(body or empty)
         except ValueError as exc:
             proto._respond(400, {"error": {"message": f"request body is not JSON: {exc}"}})
-            return
+            return None
         if not isinstance(obj, dict):
             proto._respond(400, {"error": {"message": "request body must be a JSON object"}})
+            return None
+        return obj
+
+    def _generate(self, proto: HTTPProtocol, path: str, body: bytes) -> None:
+        obj = self._json_object(proto, body, b"null")
+        if obj is None:
             return
         api = "openai" if path == "/v1/completions" else "native"
         try:
@@ -1085,13 +1094,8 @@ class Server:
         """POST /abort_request {"rid": ..., "abort_all": bool} (SGLang's AbortReq): the requests end at
         once, queued ones with no token, running ones after their current token, with finish_reason
         ``{"type": "abort"}``; 200 with an empty body, as SGLang answers."""
-        try:
-            obj = json.loads(body or b"{}")
-        except ValueError as exc:
-            proto._respond(400, {"error": {"message": f"request body is not JSON: {exc}"}})
-            return
-        if not isinstance(obj, dict):
-            proto._respond(400, {"error": {"message": "request body must be a JSON object"}})
+        obj = self._json_object(proto, body, b"{}")
+        if obj is None:
             return
         eng = self.engine
         rid = str(obj.get("rid") or "")
