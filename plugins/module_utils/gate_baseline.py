@@ -41,6 +41,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import 
     baseline_spread_problem,
     median,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import version_key
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
@@ -139,45 +140,6 @@ class Paths:
     def for_key(cls, directory: str, key: dict[str, str]) -> Paths:
         stem = os.path.join(directory, file_stem(key))
         return cls(directory, stem + ".json", stem + ".history.jsonl", stem + ".lock")
-
-
-# --------------------------------------------------------------------------- versions
-
-
-_VERSION_RE = re.compile(
-    r"^v?(?:(?P<epoch>\d+)!)?(?P<release>\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(?P<pre_l>alpha|beta|preview|pre|rc|a|b|c)[-_.]?(?P<pre_n>\d+)?)?"
-    r"(?:-(?P<post_n1>\d+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>\d+)?)?"
-    r"(?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?"
-    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
-    re.IGNORECASE,
-)
-_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-
-
-def version_key(version: str) -> tuple | None:
-    """A sort key following PEP 440 ordering (0.5.9 < 0.5.12.post1 < 0.5.13rc1 < 0.5.13), or None."""
-    m = _VERSION_RE.match(version.strip())
-    if not m:
-        return None
-    release = [int(p) for p in m.group("release").split(".")]
-    while len(release) > 1 and release[-1] == 0:
-        release.pop()
-    post_n = m.group("post_n1") or m.group("post_n2")
-    has_post = m.group("post_n1") is not None or m.group("post_l") is not None
-    has_dev = m.group("dev_l") is not None
-    if m.group("pre_l"):
-        pre: tuple[int, ...] = (0, _PRE_RANK[m.group("pre_l").lower()], int(m.group("pre_n") or 0))
-    elif has_dev and not has_post:
-        pre = (-1,)  # 1.0.dev0 sorts before 1.0a0
-    else:
-        pre = (1,)
-    post = (int(post_n or 0),) if has_post else (-1,)
-    dev = (0, int(m.group("dev_n") or 0)) if has_dev else (1,)
-    local: tuple[tuple[int, object], ...] = tuple(
-        (1, int(s)) if s.isdigit() else (0, s.lower()) for s in re.split(r"[-_.]", m.group("local") or "") if s
-    )
-    return (int(m.group("epoch") or 0), tuple(release), pre, post, dev, local)
 
 
 # --------------------------------------------------------------------------- reading

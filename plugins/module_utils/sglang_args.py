@@ -30,6 +30,7 @@ import unicodedata
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import FLAGS, VERSIONS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import VersionKey, public_key, version_key
 
 
 class SGLangArgsError(ValueError):
@@ -49,22 +50,26 @@ _NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
 _KEY_RE = re.compile(r"(?:--)?[A-Za-z0-9][A-Za-z0-9_-]*")
 _SCALARS = (str, int, float)
 
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(post|rc|dev)(\d+))?$")
-_SUFFIX_ORDER = {"dev": -3, "rc": -2, None: 0, "post": 1}
+# An SGLang release names major.minor.patch; its PEP 440 suffixes are spelled out (rc1, .post1, .dev1, +cu128).
+# "0.5.23-1" (PEP 440's implicit post-release) reads like a build tag and is refused.
+_SGLANG_VERSION_RE = re.compile(r"\s*v?[0-9]+\.[0-9]+\.[0-9]+(?!\.?[0-9]|-[0-9]).*", re.ASCII | re.DOTALL)
 
 
-def parse_version(version: str) -> tuple[int, int, int, int, int]:
-    """'0.5.12.post1' -> (0, 5, 12, 1, 1); refuses anything it cannot order."""
-    match = _VERSION_RE.match(str(version).strip())
-    if not match:
-        raise SGLangArgsError(f"SGLang version {version!r} is not a release version like 0.5.23 or 0.5.12.post1")
-    major, minor, patch, suffix, number = match.groups()
-    return int(major), int(minor), int(patch), _SUFFIX_ORDER[suffix], int(number or 0)
+def parse_version(version: str) -> VersionKey:
+    """The PEP 440 key (version_order.version_key) of an SGLang version; refuses anything it cannot order."""
+    text = str(version)
+    key = version_key(text) if _SGLANG_VERSION_RE.fullmatch(text) else None
+    if key is None:
+        raise SGLangArgsError(
+            f"SGLang version {version!r} is not a release version like 0.5.23, 0.5.23rc1 or 0.5.12.post1"
+        )
+    return key
 
 
 def known_flags(version: str) -> dict[str, str]:
     """{'--flag': kind} the version's parser accepts (kind: bool, value, optional, list)."""
-    wanted = parse_version(version)
+    # a local build (0.5.23+cu128) has the parser of its public version
+    wanted = public_key(parse_version(version))
     keys = [parse_version(v) for v in VERSIONS]
     if wanted < keys[0]:
         raise SGLangArgsError(f"SGLang {version} is older than the oldest version the flag table knows ({VERSIONS[0]})")

@@ -12,7 +12,7 @@ at once instead of polling until its deadline.
 
 from __future__ import annotations
 
-from ansible.module_utils.compat.version import LooseVersion
+from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import VersionError, reaches
 
 # The readiness path a server of a version has: SGLang 0.5.23 added GET /ready (200 once warmed up,
 # no generation); before, GET /health_generate (a real one-token generation) is the readiness check.
@@ -24,15 +24,15 @@ READY_PATH_BEFORE = "/health_generate"
 def ready_path(version: str, override: str = "") -> str:
     """The readiness path of an SGLang ``version``: ``override`` when set, else by version.
 
-    Versions are ordered as Ansible's ``version`` test orders them by default (loose), so
-    ``0.5.23rc1`` counts as 0.5.23 or later. Raises ``ValueError`` for a version it cannot order.
+    Versions are ordered by PEP 440 (version_order.reaches): a pre-release or dev build of 0.5.23
+    (``0.5.23rc1``) has /ready, as 0.5.23 has. Raises ``ValueError`` for a version it cannot order.
     """
     if override:
         return str(override)
     try:
-        newer = LooseVersion(str(version)) >= LooseVersion(READY_SINCE)
-    except TypeError:  # parts that compare a number with a word
-        raise ValueError(f"SGLang version {version!r} cannot be compared with {READY_SINCE}") from None
+        newer = reaches(str(version), READY_SINCE)
+    except VersionError as exc:
+        raise ValueError(f"SGLang version {version!r} cannot be compared with {READY_SINCE}: {exc}") from None
     return READY_PATH if newer else READY_PATH_BEFORE
 
 
