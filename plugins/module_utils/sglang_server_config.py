@@ -147,10 +147,3 @@ def render_env_file(env: dict[str, Any], header: str = "") -> str:
         escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$", "\\$")
         lines.append(f'{name}="{escaped}"')
     return "\n".join(lines) + "\n"
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` with every occurrence of each non-empty secret replaced by ``<redacted>``."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, "<redacted>")
-    return text

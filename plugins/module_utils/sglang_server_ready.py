@@ -12,6 +12,7 @@ at once instead of polling until its deadline.
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask
 from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import VersionError, reaches
 
 # The readiness path a server of a version has: SGLang 0.5.23 added GET /ready (200 once warmed up,
@@ -104,3 +105,10 @@ def journal_argv(journalctl: str, service: str, lines: int, activation: str) -> 
 def probe_timeout(remaining_s: float, cap_s: float = 60.0) -> float:
     """Timeout of one HTTP probe: never past the deadline, at least 1 s, at most ``cap_s``."""
     return max(1.0, min(cap_s, remaining_s))
+
+
+def journal_lines(rc: int, out: str, err: str, secrets: list[str]) -> list[str]:
+    """The lines a failed wait returns: journalctl's output (or why it failed), every form of each secret
+    masked (secret_mask.mask: as written, repr- and JSON-escaped, percent-encoded)."""
+    lines = (out if rc == 0 else f"journalctl failed (rc {rc}): {err}").splitlines()
+    return [str(line) for line in mask(lines, [s for s in secrets if s])]  # type: ignore[union-attr]

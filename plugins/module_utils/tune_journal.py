@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file
 
 VERSION = 1
 
@@ -44,27 +45,10 @@ def read(path: str) -> dict[str, Any] | None:
 
 
 def write(path: str, data: dict[str, Any]) -> None:
-    """Write the journal atomically (temp file in the same directory, fsync, rename), 0600."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tune-journal.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(data, version=VERSION), handle, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Write the journal crash-safely (atomic_file.replace_file), 0600, creating its directory (0700)."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    text = json.dumps(dict(data, version=VERSION), sort_keys=True) + "\n"
+    replace_file(path, text.encode("utf-8"), mode=0o600, prefix=".tune-journal.")
 
 
 def remove(path: str) -> bool:
@@ -76,19 +60,6 @@ def remove(path: str) -> bool:
 
 
 def install(path: str, content: bytes, like: str) -> None:
-    """Write ``content`` to ``path`` atomically with the mode and owner of the file ``like``."""
+    """Write ``content`` to ``path`` crash-safely with the mode and owner of the file ``like``."""
     st = os.stat(like)
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tune-candidate.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, st.st_mode & 0o7777)
-        os.chown(tmp, st.st_uid, st.st_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_file(path, content, mode=st.st_mode & 0o7777, uid=st.st_uid, gid=st.st_gid, prefix=".tune-candidate.")

@@ -19,7 +19,8 @@ description:
     ends at once, long before the deadline.
   - On failure the result carries the verdict, the unit's state and the last O(journal_lines) lines of
     its journal since the start the wait is about (the unit's C(InactiveExitTimestamp) when the wait began),
-    with every value of O(redact) replaced by C(<redacted>). Lines of an earlier run of the unit stay out.
+    with every form of every value of O(redact) (as written, escaped, percent-encoded) replaced by C(********).
+    Lines of an earlier run of the unit stay out.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
@@ -113,10 +114,10 @@ import urllib.error
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import redact
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
     UNIT_PROPERTIES,
     journal_argv,
+    journal_lines,
     parse_show,
     probe_timeout,
     restarts,
@@ -198,11 +199,10 @@ def main() -> None:
         result["ready"] = True
         module.exit_json(**result)
     journal_bin = module.get_bin_path("journalctl")
-    lines: list[str] = []
+    result["journal"] = []
     if journal_bin and p["journal_lines"] > 0:
         rc, out, err = module.run_command(journal_argv(journal_bin, p["service"], p["journal_lines"], activation))
-        lines = (out if rc == 0 else f"journalctl failed (rc {rc}): {err}").splitlines()
-    result["journal"] = [redact(line, p["redact"]) for line in lines]
+        result["journal"] = journal_lines(rc, out, err, p["redact"])
     module.fail_json(msg=f"sglang_server_ready: {p['service']}: {reason} after {result['elapsed_s']} s", **result)
 
 

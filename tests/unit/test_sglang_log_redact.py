@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from standins import sglang_api
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SECRET_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles/sglang_server/files/sglang_log_redact.py"
@@ -100,6 +101,12 @@ def test_whole_lines_go_out_at_their_newline() -> None:
 )
 def test_config_path(command, expected) -> None:
     assert redact.config_path(command) == expected
+
+
+def test_the_redactors_key_options_are_sglang_args_secret_flags() -> None:
+    """The redactor runs alone on the node and reads the key names before it loads secret_mask.py:
+    its list is a copy, proved equal here to the one list of secret flags (sglang_args.SECRET_FLAGS)."""
+    assert (*SECRET_FLAGS, *(flag.replace("-", "_") for flag in SECRET_FLAGS)) == redact.SECRET_OPTIONS
 
 
 def test_secrets_from_config() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.test.core import version_compare as version_test
@@ -10,6 +12,7 @@ from ansible_collections.gpufleet.sglang.plugins.filter.sglang_ready_path import
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
     UNIT_PROPERTIES,
     journal_argv,
+    journal_lines,
     parse_show,
     probe_timeout,
     ready_path,
@@ -118,3 +121,20 @@ def test_ready_path_by_version(version, override, path):
 def test_ready_path_names_a_version_it_cannot_order():
     with pytest.raises(AnsibleFilterError, match="sglang_ready_path: SGLang version 'main' cannot be compared"):
         sglang_ready_path("main")
+
+
+def test_journal_lines_mask_the_key_longest_first() -> None:
+    assert journal_lines(0, "key=abc abcd", "", ["abc", "abcd", ""]) == ["key=******** ********"]
+
+
+def test_journal_lines_mask_escaped_forms_of_the_key() -> None:
+    """One masker (secret_mask): SGLang's server_args dump shows a key repr-escaped (a doubled backslash)."""
+    key = "s3cr\\et-key"
+    out = f"server_args={{'api_key': {key!r}}}\nnext {json.dumps(key)}"
+    lines = journal_lines(0, out, "", [key])
+    assert lines == ["server_args={'api_key': '********'}", 'next "********"']
+
+
+def test_journal_lines_say_why_journalctl_failed_masked() -> None:
+    lines = journal_lines(1, "", "no access to abcdef", ["abcdef"])
+    assert lines == ["journalctl failed (rc 1): no access to ********"]

@@ -42,6 +42,20 @@ def test_journal_round_trip_is_private_and_atomic(tmp_path):
     assert tune_journal.remove(path) is False
 
 
+def test_a_journal_that_cannot_be_written_is_named_and_the_old_one_kept(tmp_path, monkeypatch):
+    """The journal and the candidate's options are written by atomic_file.replace_file (one atomic write)."""
+    path = str(tmp_path / "tune-journal.json")
+    tune_journal.write(path, {"state": "begun", "original": "d-1"})
+    monkeypatch.setattr(os, "replace", lambda *args: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(OSError, match=f"cannot write {path}: Permission denied"):
+        tune_journal.write(path, {"state": "candidate", "original": "d-1"})
+    with pytest.raises(OSError, match=f"cannot write {path}: Permission denied"):
+        tune_journal.install(path, b"{}", like=path)
+    monkeypatch.undo()
+    assert tune_journal.read(path)["state"] == "begun"
+    assert os.listdir(tmp_path) == ["tune-journal.json"]
+
+
 def test_an_unreadable_journal_still_means_restore(tmp_path):
     path = tmp_path / "j.json"
     path.write_text("{torn")
