@@ -27,7 +27,6 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import (
-    CONTROLLER_ARGUMENT_SPEC,
     MIN_TRIALS,
     BaselineError,
     Paths,
@@ -43,7 +42,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline impo
     shape_of,
     write_decision,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import with_defaults
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC, with_defaults
 from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
 
 MODULE = "gpufleet.sglang.throughput_gate"

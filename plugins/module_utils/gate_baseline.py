@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import replace_file
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import UNPINNED
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
     MIN_TRIALS,
     baseline_spread_problem,
@@ -45,35 +46,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order impo
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
-# the model revision of a server that does not load a pinned snapshot from the model store
-UNPINNED = "unpinned"
 # the request shape a baseline was measured with; a run with another shape is not comparable
 SHAPE_FIELDS = ("api", "concurrency", "requests_per_trial", "input_len", "output_len")
 LOCK_TIMEOUT_S = 60.0
 # largest baseline file read (a real one is well under 4 KiB)
 MAX_BASELINE_BYTES = 1 << 20
-
-# Controller-side options of the throughput_gate action; the module documents them and the
-# action removes them before the module runs on the target.
-CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
-    "baseline_dir": {"type": "path"},
-    "baseline_key": {
-        "type": "dict",
-        "no_log": False,  # a key of a baseline, not a secret
-        "options": {
-            "host": {"type": "str"},
-            "model": {"type": "str", "required": True},
-            "model_revision": {"type": "str", "default": UNPINNED},
-            "profile": {"type": "str", "required": True},
-            "sglang_version": {"type": "str", "required": True},
-            "gpu_model": {"type": "str", "required": True},
-        },
-    },
-    "baseline_fallback": {"type": "bool", "default": True},
-    "update_baseline": {"type": "bool", "default": False},
-    "accept_baseline": {"type": "bool", "default": False},
-    "accept_reason": {"type": "str", "default": ""},
-}
 
 REBASELINE_HINT = (
     f"To start a new baseline on purpose, run the gate with throughput_gate_trials >= {MIN_TRIALS} and "

@@ -10,6 +10,10 @@ ansible.module_utils only).
 - the action plugin reads an option the task leaves out with :func:`with_defaults`;
 - the role passes an option it does not compute as ``default(omit)``, and its
   ``meta/argument_specs.yml`` states the same default (``tools/role_docs`` checks that).
+
+The module on the target bundles this file (AnsiballZ takes every module_utils a module imports,
+transitively), so it imports no controller-side code: the baseline store (``gate_baseline.py``)
+imports from here, never the other way round.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import CONTROLLER_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import READY_PATH_BEFORE
 
 # Options of the module on the target (GateParams has one field per option).
@@ -52,6 +55,32 @@ GATE_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "max_invalid_trials": {"type": "int"},
     "fail_on_unknown": {"type": "bool", "default": True},
 }
+
+# the model revision of a server that does not load a pinned snapshot from the model store
+UNPINNED = "unpinned"
+
+# Controller-side options of the throughput_gate action; the module documents them and the
+# action removes them before the module runs on the target.
+CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
+    "baseline_dir": {"type": "path"},
+    "baseline_key": {
+        "type": "dict",
+        "no_log": False,  # a key of a baseline, not a secret
+        "options": {
+            "host": {"type": "str"},
+            "model": {"type": "str", "required": True},
+            "model_revision": {"type": "str", "default": UNPINNED},
+            "profile": {"type": "str", "required": True},
+            "sglang_version": {"type": "str", "required": True},
+            "gpu_model": {"type": "str", "required": True},
+        },
+    },
+    "baseline_fallback": {"type": "bool", "default": True},
+    "update_baseline": {"type": "bool", "default": False},
+    "accept_baseline": {"type": "bool", "default": False},
+    "accept_reason": {"type": "str", "default": ""},
+}
+
 
 # The whole task: controller-side options (the action plugin handles and removes them) are in the
 # spec so that one DOCUMENTATION describes the whole task.

@@ -15,7 +15,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_spec
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import CONTROLLER_ARGUMENT_SPEC, shape_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import shape_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.modules import throughput_gate
 
 
