@@ -19,7 +19,6 @@ with ``apply`` and a significant winner, the tuned profile is written there.
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -97,10 +96,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "sweep_dir": {"type": "str", "default": ""},
     "key": {"type": "dict", "default": {}},
 }
-CHECK_SCRIPT = os.path.join(
-    os.path.dirname(__file__), "..", "..", "roles", "sglang_server", "files", "sglang_argv_check.py"
-)
 SWITCH = "gpufleet.sglang.sglang_tune_switch"
+ARGV_CHECK = "gpufleet.sglang.sglang_argv_check"
 READY = "gpufleet.sglang.sglang_server_ready"
 GATE = "gpufleet.sglang.throughput_gate"
 STOP = "ansible.builtin.systemd_service"
@@ -183,16 +180,12 @@ class ActionModule(ActionBase):
         begun = self._module(SWITCH, dict(where, state="begin", service=server["service"]), task_vars)
         if begun.get("failed"):
             return {"failed": True, "msg": begun.get("msg"), "changed": False}
-        check_script = ""
-        if server["validate"]:
-            with open(CHECK_SCRIPT, encoding="utf-8") as handle:
-                check_script = handle.read()
         started = time.monotonic()
         restore: dict[str, Any] = {}
         try:
             while (setting := search.next(time.monotonic() - started)) is not None:
                 t0 = time.monotonic()
-                outcome = self._evaluate(args, search, setting, check_script, task_vars)
+                outcome = self._evaluate(args, search, setting, task_vars)
                 outcome["elapsed_s"] = time.monotonic() - t0
                 search.record(setting, outcome)
         finally:
@@ -268,12 +261,11 @@ class ActionModule(ActionBase):
         args: dict[str, Any],
         search: CoordinateSearch,
         setting: dict[str, Any],
-        check_script: str,
         task_vars: dict[str, Any],
     ) -> dict[str, Any]:
         first = not search.entries  # the original: it runs already, measured as it is
         if not first:
-            failure = self._start_candidate(args, search, setting, check_script, task_vars)
+            failure = self._start_candidate(args, search, setting, task_vars)
             if failure is not None:
                 return failure
         return self._measure(args, task_vars)
@@ -283,7 +275,6 @@ class ActionModule(ActionBase):
         args: dict[str, Any],
         search: CoordinateSearch,
         setting: dict[str, Any],
-        check_script: str,
         task_vars: dict[str, Any],
     ) -> dict[str, Any] | None:
         """Render, check, switch to and wait for a candidate; its outcome when it does not get ready."""
@@ -294,7 +285,7 @@ class ActionModule(ActionBase):
         except (SGLangArgsError, ServerConfigError) as exc:
             return {"status": "refused", "reason": str(exc)}
         if server["validate"]:
-            refused = self._check_candidate(server, text, check_script, task_vars)
+            refused = self._check_candidate(server, text, task_vars)
             if refused is not None:
                 return refused
         switched = self._module(
@@ -313,19 +304,12 @@ class ActionModule(ActionBase):
             return {"status": "error", "reason": str(switched.get("msg"))}
         return self._wait_candidate(args, task_vars)
 
-    def _check_candidate(
-        self, server: dict[str, Any], text: str, check_script: str, task_vars: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """SGLang's parser on the node reads the options file; the outcome when it refuses (or fails)."""
+    def _check_candidate(self, server: dict[str, Any], text: str, task_vars: dict[str, Any]) -> dict[str, Any] | None:
+        """SGLang's parser on the node reads the options file (module sglang_argv_check, as role
+        sglang_server checks its own); the outcome when it refuses (or cannot check)."""
         checked = self._module(
-            SWITCH,
-            {
-                "state": "check",
-                "python": server["validate_python"],
-                "check_script": check_script,
-                "check_env": server["validate_env"],
-                "config_text": text,
-            },
+            ARGV_CHECK,
+            {"python": server["validate_python"], "env": server["validate_env"], "config_text": text},
             task_vars,
         )
         if checked.get("failed"):

@@ -18,7 +18,16 @@ import json
 import re
 from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["ENUM_FIELDS", "MASK", "MIN_SECRET_PART", "mask", "mask_url", "secret_forms", "secrets_of"]
+__all__ = [
+    "ENUM_FIELDS",
+    "MASK",
+    "MIN_SECRET_PART",
+    "SECRET_FLAGS",
+    "mask",
+    "mask_url",
+    "secret_forms",
+    "secrets_of",
+]
 
 MASK = "********"
 MIN_SECRET_PART = 6  # a piece of a secret split at control characters is masked from this length on
@@ -26,6 +35,10 @@ MIN_SECRET_PART = 6  # a piece of a secret split at control characters is masked
 # fields whose values come from a fixed vocabulary: never secrets, and masking a short key inside
 # them ("pass") would change what the play decides
 ENUM_FIELDS = frozenset({"verdict", "reason"})
+
+# SGLang's server options that carry secrets (without "--"): they come from sglang_server_api_key
+# (no_log) only, never from a profile, and whatever shows an argv or options file masks their values.
+SECRET_FLAGS = ("api-key", "admin-api-key")
 
 _NAME = re.compile(r"[a-z_]{1,40}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")

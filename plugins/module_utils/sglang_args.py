@@ -29,6 +29,7 @@ import re
 import unicodedata
 from typing import Any
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import SECRET_FLAGS
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import FLAGS, VERSIONS
 from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import VersionKey, public_key, version_key
 
@@ -40,8 +41,6 @@ class SGLangArgsError(ValueError):
 # Short spellings people write (argparse's prefix matching accepts them) -> canonical flag.
 ALIASES = {"tp": "tp-size", "dp": "dp-size", "pp": "pp-size", "ep": "ep-size"}
 
-# Flags that carry secrets: they come from sglang_server_api_key (no_log) only, never from a profile.
-SECRET_FLAGS = ("api-key", "admin-api-key")
 # Flags the role sets itself: --config names the options file it writes.
 RESERVED_FLAGS = ("config",)
 # What argparse (Python 3.11 to 3.13) takes as a negative number, hence as a value, not an option.

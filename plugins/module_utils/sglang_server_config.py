@@ -28,9 +28,9 @@ import json
 import re
 from typing import Any
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import SECRET_FLAGS
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
     RESERVED_FLAGS,
-    SECRET_FLAGS,
     known_flags,
     option_in_value,
     shown_value,

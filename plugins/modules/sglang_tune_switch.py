@@ -16,9 +16,6 @@ description:
   - O(state=begin) checks that the node runs its recorded deployment (module gpufleet.sglang.sglang_deployment)
     byte for byte and writes the sweep journal O(journal) naming it. It refuses when a journal is already
     there (an unfinished sweep; restore first) or when the live files differ from the record.
-  - O(state=check) writes O(config_text) to a private temporary directory and checks it with the
-    installed SGLang's own parser (O(python) running O(check_script) with C(--config FILE)); nothing on the
-    node changes. A refusal is returned as RV(ok=false) with the parser's message, not as a failure.
   - O(state=switch) updates the journal with the candidate first, then installs O(config_text) as
     O(config_file) (same mode and owner, temp file and rename) and restarts O(service).
   - O(state=restore) does nothing without a journal. With one, it restores the recorded deployment's files
@@ -30,7 +27,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [begin, check, switch, restore]
+    choices: [begin, switch, restore]
     required: true
   service:
     description: The server's systemd unit.
@@ -46,20 +43,6 @@ options:
     description: A label of the candidate, kept in the journal.
     type: str
     default: ""
-  python:
-    description: The Python that imports the installed SGLang (O(state=check)).
-    type: path
-  check_script:
-    description: The text of the parser check script (roles/sglang_server/files/sglang_argv_check.py).
-    type: str
-  check_env:
-    description: Extra environment for the check.
-    type: dict
-    default: {}
-  check_timeout_s:
-    description: Deadline of the parser check.
-    type: int
-    default: 300
 extends_documentation_fragment:
   - gpufleet.sglang.sglang_paths
   - gpufleet.sglang.sglang_paths.tune
@@ -78,14 +61,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-ok:
-  description: With O(state=check), whether SGLang's parser accepted the candidate.
-  returned: state is check
-  type: bool
-error:
-  description: With O(state=check), the parser's message when it refused the candidate.
-  returned: state is check
-  type: str
 original:
   description: The recorded deployment the sweep started from (and restores to).
   returned: state is begin or restore
@@ -100,11 +75,6 @@ journal_found:
   type: dict
 """
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
@@ -138,55 +108,10 @@ def _systemctl(module: AnsibleModule, *args: str) -> None:
         module.fail_json(msg=f"sglang_tune_switch: systemctl {' '.join(args)} failed (rc {rc}): {err.strip()}")
 
 
-def _check(module: AnsibleModule) -> dict:
-    p = module.params
-    for name in ("python", "check_script", "config_text"):
-        if not p[name]:
-            module.fail_json(msg=f"sglang_tune_switch: state=check needs {name}")
-    if not os.path.exists(p["python"]):
-        module.fail_json(
-            msg=f"sglang_tune_switch: {p['python']} does not exist: cannot check candidates with SGLang's parser"
-        )
-    tmp = tempfile.mkdtemp(suffix=".sglang-tune")
-    try:
-        path = os.path.join(tmp, "candidate.yaml")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(p["config_text"])
-        env = dict(os.environ, **{str(k): str(v) for k, v in p["check_env"].items()})
-        try:
-            proc = subprocess.run(
-                [p["python"], "-", "--", "--config", path],
-                input=p["check_script"],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=p["check_timeout_s"],
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            module.fail_json(msg=f"sglang_tune_switch: SGLang's parser did not answer within {p['check_timeout_s']} s")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        out = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
-    except ValueError:
-        out = {}
-    if proc.returncode == 0:
-        return {"ok": True, "error": "", "warnings": out.get("warnings", [])}
-    if proc.returncode == 1:
-        return {"ok": False, "error": str(out.get("error") or proc.stderr.strip()[-500:])}
-    module.fail_json(
-        msg=f"sglang_tune_switch: SGLang's parser could not be built (rc {proc.returncode}): "
-        f"{out.get('error') or proc.stderr.strip()[-500:]}"
-    )
-    return {}
-
-
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["begin", "check", "switch", "restore"], "required": True},
+            "state": {"type": "str", "choices": ["begin", "switch", "restore"], "required": True},
             "journal": {"type": "path", "default": TUNE_JOURNAL},
             "deployments_dir": {"type": "path", "default": DEPLOYMENTS_DIR},
             "release_link": {"type": "path", "default": RELEASE_LINK},
@@ -194,18 +119,12 @@ def run_module() -> None:
             "config_file": {"type": "path"},
             "config_text": {"type": "str", "no_log": True},
             "candidate": {"type": "str", "default": ""},
-            "python": {"type": "path"},
-            "check_script": {"type": "str"},
-            "check_env": {"type": "dict", "default": {}},
-            "check_timeout_s": {"type": "int", "default": 300},
         },
         required_if=[("state", "switch", ["config_file", "config_text"])],
         supports_check_mode=False,
     )
     p = module.params
     try:
-        if p["state"] == "check":
-            module.exit_json(changed=False, **_check(module))
         journal = read(p["journal"])
         if p["state"] == "begin":
             if journal is not None:

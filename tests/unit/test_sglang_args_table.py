@@ -4,7 +4,7 @@ Two checks:
 - always: for 0.5.8, 0.5.9 and 0.5.10 (whose parser spells every flag as a string literal in
   server_args.py) the literals of the real wheel equal the table's column;
 - with a python that has SGLang's runtime dependencies (no GPU needed): the real parser of a version,
-  built by roles/sglang_server/files/sglang_argv_check.py --dump-flags, equals the table's column.
+  built by plugins/module_utils/sglang_argv_check.py --dump-flags, equals the table's column.
   That python is GPUFLEET_SGLANG_PARSER_PYTHON when set (then every version in the table is checked:
   0.5.8 to 0.5.20 import torchvision, so give it a full venv, e.g. torch 2.14.1 + torchvision 0.29.1),
   else the CPU-only venv of tests/harness/sglang-parser-venv.sh when it has been built (the

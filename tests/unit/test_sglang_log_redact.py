@@ -24,8 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standins import sglang_api
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, secret_forms
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SECRET_FLAGS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, SECRET_FLAGS, secret_forms
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles/sglang_server/files/sglang_log_redact.py"
@@ -103,9 +102,9 @@ def test_config_path(command, expected) -> None:
     assert redact.config_path(command) == expected
 
 
-def test_the_redactors_key_options_are_sglang_args_secret_flags() -> None:
+def test_the_redactors_key_options_are_the_secret_flags() -> None:
     """The redactor runs alone on the node and reads the key names before it loads secret_mask.py:
-    its list is a copy, proved equal here to the one list of secret flags (sglang_args.SECRET_FLAGS)."""
+    its list is a copy, proved equal here to the one list of secret flags (secret_mask.SECRET_FLAGS)."""
     assert (*SECRET_FLAGS, *(flag.replace("-", "_") for flag in SECRET_FLAGS)) == redact.SECRET_OPTIONS
 
 

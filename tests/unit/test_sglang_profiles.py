@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The sglang_server profiles carry the flags of the runs they are named after, and SGLang 0.5.23's own
-parser (built from the real wheel by roles/sglang_server/files/sglang_argv_check.py) accepts them.
+parser (built from the real wheel by plugins/module_utils/sglang_argv_check.py) accepts them.
 
 The parser check needs the CPU parser venv of tests/harness/sglang-parser-venv.sh (built by
 `make unit` and the sglang_server scenario) or GPUFLEET_SGLANG_PARSER_PYTHON; it names what is
@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
-CHECKER = ROLE / "files" / "sglang_argv_check.py"
+CHECKER = REPO / "plugins" / "module_utils" / "sglang_argv_check.py"
 PARSER_VENV = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "sglang-parser-0.5.23"
 PARSER_PYTHON = os.environ.get("GPUFLEET_SGLANG_PARSER_PYTHON") or (
     str(PARSER_VENV / "bin" / "python") if (PARSER_VENV / ".gpufleet-stamp").is_file() else None

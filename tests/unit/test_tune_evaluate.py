@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.gpufleet.sglang.plugins.action.sglang_tune import (
+    ARGV_CHECK,
     GATE,
     READY,
     STOP,
@@ -54,7 +55,7 @@ def run(answers: dict[str, dict[str, Any]], *, first: bool = False, setting=None
     search = SimpleNamespace(
         entries=[] if first else [{"status": "measured"}], start={"attention_backend": "flashinfer"}
     )
-    outcome = action._evaluate(args or ARGS, search, setting or {"attention_backend": "triton"}, "check.py", {})
+    outcome = action._evaluate(args or ARGS, search, setting or {"attention_backend": "triton"}, {})
     return outcome, [call[0] for call in calls], calls
 
 
@@ -65,12 +66,13 @@ def test_the_original_is_measured_as_it_runs():
 
 
 def test_a_candidate_is_checked_switched_made_ready_and_measured():
-    outcome, names, calls = run({f"{SWITCH}:check": {"ok": True}, READY: {"ready": True}, GATE: MEASURED_GATE})
-    assert names == [f"{SWITCH}:check", f"{SWITCH}:switch", READY, GATE]
+    outcome, names, calls = run({ARGV_CHECK: {"ok": True}, READY: {"ready": True}, GATE: MEASURED_GATE})
+    assert names == [ARGV_CHECK, f"{SWITCH}:switch", READY, GATE]
     assert outcome["status"] == "measured"
     switch = calls[1][1]
     assert switch["candidate"] == "attention_backend=triton"
     assert switch["config_text"] == calls[0][1]["config_text"]
+    assert calls[0][1]["python"] == ARGS["server"]["validate_python"]
     assert "triton" in switch["config_text"]
     assert calls[3][1]["baseline"] == []
     assert calls[3][1]["fail_on_unknown"] is False
@@ -96,21 +98,21 @@ def test_a_flag_the_version_does_not_take_is_refused_before_any_module():
     ],
 )
 def test_the_parser_check_ends_a_candidate(check, status, reason):
-    outcome, names, _calls = run({f"{SWITCH}:check": check})
-    assert names == [f"{SWITCH}:check"]
+    outcome, names, _calls = run({ARGV_CHECK: check})
+    assert names == [ARGV_CHECK]
     assert outcome == {"status": status, "reason": reason}
 
 
 def test_a_failed_switch_is_an_error():
-    outcome, names, _calls = run({f"{SWITCH}:check": {"ok": True}, f"{SWITCH}:switch": {"failed": True, "msg": "x"}})
-    assert names == [f"{SWITCH}:check", f"{SWITCH}:switch"]
+    outcome, names, _calls = run({ARGV_CHECK: {"ok": True}, f"{SWITCH}:switch": {"failed": True, "msg": "x"}})
+    assert names == [ARGV_CHECK, f"{SWITCH}:switch"]
     assert outcome == {"status": "error", "reason": "x"}
 
 
 def test_a_candidate_that_does_not_get_ready_is_stopped():
     ready = {"ready": False, "verdict": "crashloop", "reason": "restarted 2 times", "journal": ["a", "b", "c"]}
-    outcome, names, calls = run({f"{SWITCH}:check": {"ok": True}, READY: ready})
-    assert names == [f"{SWITCH}:check", f"{SWITCH}:switch", READY, STOP]
+    outcome, names, calls = run({ARGV_CHECK: {"ok": True}, READY: ready})
+    assert names == [ARGV_CHECK, f"{SWITCH}:switch", READY, STOP]
     assert calls[3][1] == {"name": "sglang-server", "state": "stopped"}
     assert outcome == {"status": "crashed", "reason": "crashloop: restarted 2 times", "journal": ["b", "c"]}
 

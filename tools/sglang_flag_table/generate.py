@@ -4,7 +4,7 @@
 """Generate plugins/module_utils/sglang_flag_table.py from the real parsers of SGLang wheels.
 
 For every version asked for (default: the VERSIONS of the current table), the cached wheel is
-unpacked (tests/integration/sglang_wheels.py) and roles/sglang_server/files/sglang_argv_check.py
+unpacked (tests/integration/sglang_wheels.py) and plugins/module_utils/sglang_argv_check.py
 --dump-flags prints the flags its parser builds; the table holds, per flag, its kind (from the
 newest version that has it) and one presence digit per version. See README.md next to this file.
 
@@ -32,7 +32,7 @@ from integration.sglang_wheels import install_wheel
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import parse_version
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import VERSIONS
 
-CHECKER = REPO / "roles" / "sglang_server" / "files" / "sglang_argv_check.py"
+CHECKER = REPO / "plugins" / "module_utils" / "sglang_argv_check.py"
 TABLE = REPO / "plugins" / "module_utils" / "sglang_flag_table.py"
 
 __all__ = ["CHECKER", "TABLE", "build_table", "dump", "nargs_kind", "render_table_module"]

@@ -1,21 +1,24 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Check an SGLang server argv with the installed SGLang's own argument parser.
+"""Check an SGLang server argv with the installed SGLang's own argument parser (the argv check's script).
 
-Run it with the release venv's python:
+This file is a script for the release venv's python, not a library: module ``sglang_argv_check``
+(core in ``argv_check.py``) sends its text to that python on stdin; nothing imports it but the
+tests. Standard library only, no ``ansible`` import: it runs outside Ansible's interpreter.
 
-    python sglang_argv_check.py -- --model-path M --tp 8 ...
-    python sglang_argv_check.py -- --config /etc/sglang/sglang-server.yaml
+    python - -- --model-path M --tp 8 ...      < sglang_argv_check.py
+    python - -- --config /etc/sglang/sglang-server.yaml   < sglang_argv_check.py
 
 It imports ``sglang.srt.server_args``, builds ``argparse.ArgumentParser`` with
 ``ServerArgs.add_cli_args`` (what ``sglang.launch_server`` does) and parses the
 argv. With ``--config FILE`` it first merges the file into the argv with that
 version's own ``ConfigArgumentMerger``, as ``prepare_server_args`` does (the
 merger moved from ``sglang.srt`` to ``sglang.srt.utils`` in later releases; both
-are tried). Values of ``--api-key`` and ``--admin-api-key`` never appear in
-what it prints. It does NOT run ``ServerArgs.__post_init__`` (that probes GPUs and the
-model), so it catches unknown flags, bad choices and bad types, not semantic
+are tried). It prints the parser's own words; the caller (argv_check.py) masks every
+form of the API keys with secret_mask before anything is returned. It does NOT run
+``ServerArgs.__post_init__`` (that probes GPUs and the model), so it catches unknown flags,
+bad choices and bad types, not semantic
 conflicts that SGLang only finds at startup.
 
 Prints one JSON object on stdout:
@@ -90,9 +93,6 @@ def dump_flags() -> tuple[int, dict]:
     return 0, {"version": version, "flags": flags}
 
 
-_SECRET_FLAGS = ("--api-key", "--admin-api-key")
-
-
 def _merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """The argv after ``--config FILE`` is merged in, by the installed SGLang's own merger."""
     try:
@@ -100,23 +100,6 @@ def _merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]
     except ImportError:
         merger_module = importlib.import_module("sglang.srt.server_args_config_parser")
     return merger_module.ConfigArgumentMerger(parser).merge_config_with_args(argv)
-
-
-def _secrets(argv: list[str]) -> list[str]:
-    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in _SECRET_FLAGS and argv[i + 1]]
-
-
-def _redact(result: dict, secrets: list[str]) -> dict:
-    def scrub(text: str | None) -> str | None:
-        if text is None:
-            return None
-        for secret in sorted(secrets, key=len, reverse=True):
-            text = text.replace(secret, "<redacted>")
-        return text
-
-    result["error"] = scrub(result["error"])
-    result["warnings"] = [scrub(line) for line in result["warnings"]]
-    return result
 
 
 def check(argv: list[str]) -> tuple[int, dict]:
@@ -130,7 +113,6 @@ def check(argv: list[str]) -> tuple[int, dict]:
             f"cannot build the SGLang argument parser: {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
         )
         return 2, _result(False, "import", None, message, _lines(captured.getvalue())[-20:])
-    secrets = _secrets(argv)
     if "--config" in argv:
         captured = io.StringIO()
         try:
@@ -139,19 +121,18 @@ def check(argv: list[str]) -> tuple[int, dict]:
         except Exception as exc:  # the merger raises ValueError, yaml errors, OSError
             message = f"SGLang {version} cannot read the --config file: {type(exc).__name__}: {exc}"
             return 1, _result(False, "config", version, message, _lines(captured.getvalue()))
-        secrets = _secrets(argv)
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             parser.parse_args(argv)
     except _ParserRefused as exc:
         lines = _lines(captured.getvalue())
-        return 1, _redact(_result(False, "parse", version, f"SGLang {version} refuses the argv: {exc}", lines), secrets)
+        return 1, _result(False, "parse", version, f"SGLang {version} refuses the argv: {exc}", lines)
     except SystemExit as exc:  # an action that exits (e.g. --help, --version)
         lines = _lines(captured.getvalue())
         message = f"SGLang {version} parser exited ({exc.code})"
-        return 1, _redact(_result(False, "parse", version, message, lines), secrets)
-    return 0, _redact(_result(True, "done", version, None, _lines(captured.getvalue())), secrets)
+        return 1, _result(False, "parse", version, message, lines)
+    return 0, _result(True, "done", version, None, _lines(captured.getvalue()))
 
 
 def main() -> int:
