@@ -19,6 +19,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ansible_collections.gpufleet.sglang.plugins.filter.rollback_message import rollback_message_filter
 from ansible_collections.gpufleet.sglang.plugins.module_utils import sglang_deployment as dep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -685,6 +686,14 @@ def render(expression: str, variables: dict) -> str:
     return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
 
 
+def compose_message(tasks: dict[str, dict], facts: dict) -> str:
+    """The "Compose the message" task: its facts rendered as Ansible would, then the filter it pipes them to."""
+    expression = tasks["Compose the message"]["ansible.builtin.set_fact"]["__rollout_message"]
+    assert expression.rstrip().endswith("| gpufleet.sglang.rollback_message }}")
+    fields = render(expression.replace("| gpufleet.sglang.rollback_message }}", "}}"), facts)
+    return rollback_message_filter(fields)
+
+
 @pytest.mark.parametrize(
     ("failed_result", "left"),
     [
@@ -716,7 +725,7 @@ def test_rollback_message_says_what_the_failed_restore_left(failed_result, left)
         __rollout_action="rolled_back",
         __rollout_out_of_gateway=True,
     )
-    message = render(tasks["Compose the message"]["ansible.builtin.set_fact"]["__rollout_message"], facts)
+    message = compose_message(tasks, facts)
     assert "It could not go back (sglang_deployment: restoring deployment ... failed)" in message
     assert f"the node is {left} STOPPED and OUT of the gateway." in " ".join(message.split())
 
