@@ -102,17 +102,6 @@ def decode_event(payload: bytes) -> dict:
     return obj
 
 
-def final_native(obj: dict) -> tuple[int, object]:
-    """``(completion_tokens, finish_reason)`` of a decoded final native event or response."""
-    meta = obj.get("meta_info")
-    if not isinstance(meta, dict):
-        raise SSEError("final /generate event has no meta_info object")
-    tokens = meta.get("completion_tokens")
-    if not isinstance(tokens, int) or isinstance(tokens, bool):
-        raise SSEError(f"final /generate event has no integer meta_info.completion_tokens (got {tokens!r})")
-    return tokens, meta.get("finish_reason")
-
-
 def usage_tokens(obj: dict) -> int | None:
     """``usage.completion_tokens`` of an OpenAI chunk or response, or None if it carries no usage."""
     usage = obj.get("usage")
@@ -121,86 +110,6 @@ def usage_tokens(obj: dict) -> int | None:
     if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens"), int):
         raise SSEError(f"usage without an integer completion_tokens: {usage!r}")
     return int(usage["completion_tokens"])
-
-
-def _native_stream(events: list[dict], incremental: bool) -> tuple[str, list[int], int | None, object]:
-    """(text, output ids, the last completion_tokens, finish reason) of native events."""
-    text = ""
-    ids: list[int] = []
-    tokens: int | None = None
-    finish = None
-    for ev in events:
-        meta = ev.get("meta_info") or {}
-        piece, piece_ids = ev.get("text", ""), ev.get("output_ids") or []
-        if incremental:
-            text += piece
-            ids.extend(piece_ids)
-        else:
-            if not piece.startswith(text):
-                raise SSEError("cumulative text shrank or changed between events (is the server incremental?)")
-            text, ids = piece, list(piece_ids)
-        ct = meta.get("completion_tokens")
-        if isinstance(ct, int):
-            if tokens is not None and ct < tokens:
-                raise SSEError(f"completion_tokens went backwards ({tokens} -> {ct})")
-            tokens = ct
-        finish = meta.get("finish_reason") or finish
-    return text, ids, tokens, finish
-
-
-def _openai_stream(events: list[dict]) -> tuple[str, int | None, object]:
-    """(text, the last usage.completion_tokens, finish reason) of OpenAI completion chunks."""
-    text = ""
-    tokens: int | None = None
-    finish = None
-    for ev in events:
-        for choice in ev.get("choices") or []:
-            text += choice.get("text") or ""
-            finish = choice.get("finish_reason") or finish
-        u = usage_tokens(ev)
-        if u is not None:
-            tokens = u
-    return text, tokens, finish
-
-
-def reconstruct(payloads: list[bytes], api: str, incremental: bool = False) -> dict:
-    """Decode a whole stream (for tests and diagnostics; the load client uses :class:`StreamChecker`).
-
-    Returns ``{"text", "output_ids", "completion_tokens", "finish_reason", "events"}``. For the
-    native API, ``incremental`` says whether events carry deltas (``--incremental-streaming-output``)
-    or the cumulative text; consistency between ids and the server's count is checked.
-    """
-    if api not in ("native", "openai"):
-        raise ValueError(f"api must be native or openai, got {api!r}")
-    if not payloads or payloads[-1] != DONE:
-        raise SSEError("stream ended without data: [DONE]")
-    events = [decode_event(p) for p in payloads[:-1]]
-    if not events:
-        raise SSEError("stream had no events before [DONE]")
-    if api == "native":
-        text, ids, tokens, finish = _native_stream(events, incremental)
-    else:
-        ids = []
-        text, tokens, finish = _openai_stream(events)
-    if tokens is None:
-        raise SSEError(
-            "the server reported no completion_tokens (OpenAI API: send stream_options.include_usage)"
-            if api == "openai"
-            else "no event carried meta_info.completion_tokens"
-        )
-    if api == "native" and ids and len(ids) != tokens:
-        raise SSEError(
-            f"{len(ids)} output_ids but completion_tokens={tokens}: "
-            f"the stream is {'cumulative' if incremental else 'incremental'}, "
-            f"not {'incremental' if incremental else 'cumulative'}"
-        )
-    return {
-        "text": text,
-        "output_ids": ids,
-        "completion_tokens": tokens,
-        "finish_reason": finish,
-        "events": len(events),
-    }
 
 
 # how a native stream's output_ids are read (StreamChecker._native_ids)

@@ -312,14 +312,6 @@ def render_shm(size: str) -> Entry:
     return ("lxc.mount.entry", f"tmpfs dev/shm tmpfs rw,nosuid,nodev,size={size},create=dir 0 0")
 
 
-def limit_entries(memlock: str, nofile: str) -> list[Entry]:
-    """``lxc.prlimit.*`` lines for pinned memory and many open files."""
-    for name, value in (("memlock", memlock), ("nofile", nofile)):
-        if not re.fullmatch(r"unlimited|\d+(:(\d+|unlimited))?", value):
-            raise LxcGpuError(f"{name} limit {value!r} is not 'unlimited', N or SOFT:HARD")
-    return [("lxc.prlimit.memlock", memlock), ("lxc.prlimit.nofile", nofile)]
-
-
 # --------------------------------------------------------------------------- settings
 
 

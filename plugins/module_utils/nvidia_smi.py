@@ -20,7 +20,6 @@ Each parser raises :class:`NvidiaParseError` naming what it could not parse, wit
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import stat
@@ -268,43 +267,6 @@ def parse_gpu_query(text: str, source: str = "nvidia-smi --query-gpu") -> list[d
 
 # --------------------------------------------------------------------------- telemetry (-lms)
 
-_TIMESTAMP_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
-
-
-def parse_smi_timestamp(value: str) -> datetime.datetime:
-    """Parse an nvidia-smi ``timestamp`` field (``2026/11/29 23:39:35.635``, local time, naive)."""
-    try:
-        return datetime.datetime.strptime(value, _TIMESTAMP_FORMAT)
-    except ValueError:
-        raise NvidiaParseError("nvidia-smi timestamp", "not YYYY/MM/DD HH:MM:SS.mmm", value) from None
-
-
-def parse_telemetry(
-    text: str,
-    fields: list[str] | tuple[str, ...] = TELEMETRY_FIELDS,
-    source: str = "nvidia-smi --query-gpu -lms",
-    drop_partial_last: bool = True,
-) -> list[dict]:
-    """Parse the samples of an ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N`` loop.
-
-    A loop killed mid-write can leave a cut last line; with ``drop_partial_last`` (the default) a
-    last line that lacks its newline and does not parse is dropped. A ``timestamp`` field gains
-    ``timestamp_s`` (seconds since the epoch, local time as printed).
-    """
-    if drop_partial_last and text and not text.endswith("\n"):
-        head, _sep, last = text.rpartition("\n")
-        try:
-            parse_query_typed(last, fields, source)
-        except NvidiaParseError:
-            text = head
-    rows = parse_query_typed(text, fields, source)
-    if "timestamp" in fields:
-        for row in rows:
-            stamp = row["timestamp"]
-            row["timestamp_s"] = None if stamp is None else parse_smi_timestamp(stamp).timestamp()
-    return rows
-
-
 # --------------------------------------------------------------------------- /proc files
 
 _PROC_VERSION_RE = re.compile(
@@ -383,22 +345,6 @@ def parse_smi_versions(text: str, source: str = "nvidia-smi") -> dict:
 
 
 # --------------------------------------------------------------------------- -L
-
-_LIST_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)$")
-
-
-def parse_gpu_list(text: str, source: str = "nvidia-smi -L") -> list[dict]:
-    """Parse ``nvidia-smi -L``: ``[{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-..."}]`` (MIG lines skipped)."""
-    gpus = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith((" ", "\t")):
-            continue
-        match = _LIST_RE.match(line.rstrip())
-        if not match:
-            raise NvidiaParseError(source, "expected 'GPU <n>: <name> (UUID: GPU-...)'", line)
-        gpus.append({"index": int(match.group("index")), "name": match.group("name"), "uuid": match.group("uuid")})
-    return gpus
-
 
 # --------------------------------------------------------------------------- topo -m
 

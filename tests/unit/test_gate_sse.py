@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
     SSEError,
     StreamChecker,
-    reconstruct,
+    decode_event,
     split_events,
 )
 
@@ -72,37 +72,6 @@ def sse(payloads: list[bytes]) -> bytes:
     return b"".join(b"data: " + p + b"\n\n" for p in payloads) + b"data: [DONE]\n\n"
 
 
-@pytest.mark.parametrize("incremental", [False, True])
-@pytest.mark.parametrize("interval", [1, 3])
-def test_native_streams_reconstruct(incremental, interval):
-    buf = bytearray(sse(native_events(10, incremental, interval)))
-    payloads = split_events(buf)
-    assert buf == b""
-    r = reconstruct(payloads, "native", incremental=incremental)
-    assert r["completion_tokens"] == 10
-    assert r["text"] == "".join(f" w{i}" for i in range(10))
-    assert r["output_ids"] == list(range(1000, 1010))
-    assert r["finish_reason"] == {"type": "length", "length": 10}
-    assert r["events"] == len(native_events(10, incremental, interval))
-
-
-def test_wrong_mode_is_detected():
-    payloads = split_events(bytearray(sse(native_events(6, incremental=True))))
-    with pytest.raises(SSEError, match=r"cumulative text shrank|output_ids but completion_tokens"):
-        reconstruct(payloads, "native", incremental=False)
-    payloads = split_events(bytearray(sse(native_events(6, incremental=False))))
-    with pytest.raises(SSEError, match="output_ids but completion_tokens"):
-        reconstruct(payloads, "native", incremental=True)
-
-
-def test_openai_usage():
-    r = reconstruct(split_events(bytearray(sse(openai_events(5)))), "openai")
-    assert r["completion_tokens"] == 5
-    assert r["text"] == " w0 w1 w2 w3 w4"
-    with pytest.raises(SSEError, match="include_usage"):
-        reconstruct(split_events(bytearray(sse(openai_events(5, usage=False)))), "openai")
-
-
 def test_split_keeps_partial_event_and_has_no_line_limit():
     big = b'{"text":"' + b"x" * 5_000_000 + b'","meta_info":{"completion_tokens":3}}'
     buf = bytearray(b"data: " + big[:1000])
@@ -119,11 +88,9 @@ def test_garbage_is_not_an_event():
 
 def test_error_events_and_bad_json():
     with pytest.raises(SSEError, match="server sent an error event: boom"):
-        reconstruct([b'{"error": {"message": "boom"}}', b"[DONE]"], "native")
+        decode_event(b'{"error": {"message": "boom"}}')
     with pytest.raises(SSEError, match="not JSON"):
-        reconstruct([b'{"text": "a', b"[DONE]"], "native")
-    with pytest.raises(SSEError, match=r"without data: \[DONE\]"):
-        reconstruct([b'{"text": "a"}'], "native")
+        decode_event(b'{"text": "a')
 
 
 # --------------------------------------------------------------------------- client state machine

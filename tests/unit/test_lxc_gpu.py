@@ -24,7 +24,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     cgroup_devices_key,
     cgroup_layout,
     join_lines,
-    limit_entries,
     merge_config,
     owned_predicate,
     parse_bind_mounts,
@@ -280,8 +279,6 @@ def test_render_native_with_gid_and_bad_mode() -> None:
 def test_render_validators() -> None:
     with pytest.raises(LxcGpuError, match="shm size 'lots'"):
         render_shm("lots")
-    with pytest.raises(LxcGpuError, match="memlock limit 'infinite'"):
-        limit_entries("infinite", "1024")
     with pytest.raises(LxcGpuError, match=re.escape("cgroup key 'lxc.cgroup3.devices.allow'")):
         render_raw([], "lxc.cgroup3.devices.allow")
 

@@ -6,7 +6,6 @@ and the nvidia-smi stand-in checked byte for byte against the real captures."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import stat
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import parse_sample_line
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
     GPU_INFO_FIELDS,
     TELEMETRY_FIELDS,
@@ -23,14 +23,12 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
     classify_smi_failure,
     describe_device_nodes,
     nvidia_device_majors,
-    parse_gpu_list,
     parse_gpu_query,
     parse_proc_devices,
     parse_proc_version,
     parse_query_csv,
     parse_query_typed,
     parse_smi_versions,
-    parse_telemetry,
     parse_topo_matrix,
     scan_device_nodes,
 )
@@ -126,22 +124,13 @@ def test_garbage_is_rejected_by_gpu_query():
 
 
 def test_telemetry_real_lms200():
-    rows = parse_telemetry(read(H200 / "telemetry-lms200.csv"))
+    """The real -lms 200 capture, line by line as the gate reads it (gate_telemetry.parse_sample_line)."""
+    lines = read(H200 / "telemetry-lms200.csv").splitlines()
+    rows = [row for line in lines if (row := parse_sample_line(line)) is not None]
     assert len(rows) == 15
     assert rows[0]["power.draw.instant"] == 78.05
     assert rows[0]["clocks_event_reasons.active"] == 1
     assert rows[0]["enforced.power.limit"] == 700.0
-    steps = [b["timestamp_s"] - a["timestamp_s"] for a, b in itertools.pairwise(rows)]
-    assert all(0.15 < step < 0.25 for step in steps)
-
-
-def test_telemetry_cut_last_line_dropped_but_cut_middle_line_fails():
-    text = read(H200 / "telemetry-lms200.csv")
-    assert len(parse_telemetry(text + "2026/11/30 00:24:28.910, 0, 77")) == 15
-    lines = text.splitlines()
-    lines[3] = lines[3][:30]
-    with pytest.raises(NvidiaParseError, match="expected 8"):
-        parse_telemetry("\n".join(lines) + "\n")
 
 
 def test_telemetry_fields_exclude_energy_counter_rejected_by_580():
@@ -216,15 +205,6 @@ def test_versions(path, expected):
 def test_versions_missing_cuda():
     with pytest.raises(NvidiaParseError, match="no CUDA Version"):
         parse_smi_versions(read(BAD / "nvidia-smi-q-compute.txt"))
-
-
-def test_gpu_list():
-    assert parse_gpu_list(read(H200 / "L.txt")) == [
-        {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-4b715da6-802e-b031-afc0-ccbc02cb5c16"}
-    ]
-    assert len(parse_gpu_list(read(RTX / "L.txt"))) == 8
-    with pytest.raises(NvidiaParseError, match="expected 'GPU <n>"):
-        parse_gpu_list(read(BAD / "garbage.txt"))
 
 
 # --------------------------------------------------------------------------- topo -m
@@ -356,7 +336,7 @@ def test_standin_lms_loop_is_bounded_and_parses():
         profile="rtxpro6000-8gpu",
         env={"STANDIN_NVIDIA_SMI_MAX_SAMPLES": "3"},
     )
-    rows = parse_telemetry(out.stdout)
+    rows = [row for line in out.stdout.splitlines() if (row := parse_sample_line(line)) is not None]
     assert len(rows) == 24
     assert [row["index"] for row in rows[:8]] == list(range(8))
 
