@@ -39,29 +39,23 @@ def checker_text() -> str:
     return inspect.getsource(sglang_argv_check)
 
 
-def _config_path(argv: list[str]) -> str | None:
-    for index, word in enumerate(argv):
-        if word == "--config" and index + 1 < len(argv):
-            return argv[index + 1]
-        if word.startswith("--config="):
-            return word.split("=", 1)[1]
-    return None
+def _values(argv: list[str], flag: str) -> list[str]:
+    """Every value ``flag`` has in ``argv``, written ``--flag VALUE`` or ``--flag=VALUE``."""
+    found = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == flag]
+    return found + [word[len(flag) + 1 :] for word in argv if word.startswith(flag + "=")]
 
 
 def secrets_in(argv: list[str], config_text: str | None = None) -> list[str]:
     """The API keys an argv carries: values of ``--api-key``/``--admin-api-key`` (``--flag=value`` too)
     and of the same keys in the options file's JSON (``config_text``, else the file ``--config`` names)."""
-    flags = {f"--{name}" for name in SECRET_FLAGS}
-    found = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in flags]
-    found += [word.split("=", 1)[1] for word in argv if word.split("=", 1)[0] in flags and "=" in word]
-    if config_text is None:
-        path = _config_path(argv)
-        if path is not None:
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    config_text = handle.read()
-            except (OSError, UnicodeDecodeError):
-                config_text = None  # the checker names the unreadable file itself
+    found = [value for name in SECRET_FLAGS for value in _values(argv, f"--{name}")]
+    paths = _values(argv, "--config")
+    if config_text is None and paths:
+        try:
+            with open(paths[0], encoding="utf-8") as handle:
+                config_text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            config_text = None  # the checker names the unreadable file itself
     try:
         options = json.loads(config_text) if config_text else {}
     except ValueError:
