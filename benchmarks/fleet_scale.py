@@ -151,24 +151,30 @@ def hms(s: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
 
 
-def table(nodes: tuple[int, ...] = (10, 50, 200)) -> list[str]:
+SETTINGS = ((10, 1), (10, "10%"), (50, "10%"), (50, "25%"), (100, "100%"))  # (forks, max_unavailable)
+
+
+def table(nodes: tuple[int, ...] = (10, 50, 200), task_s: float = 0.0) -> list[str]:
     cal = calibrate()
+    if task_s:
+        cal["task_s"] = task_s
     rows = [
-        f"calibrated: c = {cal['task_s']:.2f} s per remote task, lab restart + gate = "
+        f"c = {cal['task_s']:.2f} s per remote task, gate (the lab's restart + gate) = "
         f"{cal['lab_restart_and_gate_s']:.0f} s per node; cold start {GLM5_COLD_START_S:.0f} s, drain 30 s, "
         f"k = {CONTROLLER_S * 1000:.0f} ms",
         "",
-        "| nodes | forks | max_unavailable | batches | rolling upgrade | no-op converge | no-op sglang play |",
-        "|---:|---:|---|---:|---:|---:|---:|",
+        "| nodes | forks | max_unavailable | batches | rolling upgrade | its cold starts | its tasks "
+        "| no-op converge | its sglang play |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    settings = [(10, 1), (10, "10%"), (10, "25%"), (50, "10%"), (50, "25%")]
     for n in nodes:
-        for forks, mu in settings:
-            p = with_calibration(Params(nodes=n, forks=forks, max_unavailable=mu))
-            noop = noop_s(p)
+        for forks, mu in SETTINGS:
+            p = with_calibration(Params(nodes=n, forks=forks, max_unavailable=mu, task_s=task_s))
+            noop, up, nb = noop_s(p), upgrade_s(p), len(batches(p))
+            tasks = up - nb * (p.drain_s + p.cold_start_s + p.gate_s + p.back_s)
             rows.append(
-                f"| {n} | {forks} | {mu} | {len(batches(p))} | {hms(upgrade_s(p))} | "
-                f"{hms(sum(noop.values()))} | {hms(noop['sglang'])} |"
+                f"| {n} | {forks} | {mu} | {nb} | {hms(up)} | {hms(nb * p.cold_start_s)} | {hms(tasks)} "
+                f"| {hms(sum(noop.values()))} | {hms(noop['sglang'])} |"
             )
     return rows
 
@@ -316,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("log", type=Path)
     c.add_argument("--noop", action="store_true", help="leave out the tasks that run only around a restart")
     ap.add_argument("--calibration", action="store_true", help="print the fitted constants and stop")
+    ap.add_argument("--task-s", type=float, default=0.0, help="c, seconds per remote task (default: the fitted one)")
     a = ap.parse_args(argv)
     if a.cmd == "count":
         for (n, play, host), cnt in sorted(count(a.log.read_text(encoding="utf-8"), task_index(), a.noop).items()):
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, val in calibrate().items():
             print(f"{key} = {val:.2f}")
         return 0
-    print("\n".join(table()))
+    print("\n".join(table(task_s=a.task_s)))
     return 0
 
 
