@@ -223,6 +223,15 @@ def test_one_unhealthy_node_stops_a_200_node_rollout_at_its_first_full_batch():
     assert "(floor)" in res.failed
     assert "21 node(s) would be out" in res.failed
     assert "already out node199 (unhealthy)" in res.failed
+    # raising max_unavailable by one grows the batches by one: the same refusal, one size up
+    bigger = fleet_sim.rollout(fleet_sim.Fleet(200, 64, unhealthy={"node199"}), 21, timing=QUICK)
+    assert "22 node(s) would be out" in bigger.failed
+    # batches set below the floor by hand leave room for it (Ansible repeats the last size: the
+    # simulation is given the list Ansible runs)
+    by_hand = [1] + [20] * 9 + [19]
+    ok = fleet_sim.rollout(fleet_sim.Fleet(200, 64, unhealthy={"node199"}), 21, timing=QUICK, serial=by_hand)
+    assert not ok.failed
+    assert max(e.out_after for e in ok.removals) == 21
 
 
 # --------------------------------------------------------------------------- pacing
