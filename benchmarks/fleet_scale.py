@@ -286,7 +286,7 @@ def _lookup(idx: dict[str, set[tuple[str, str]]], header: str) -> tuple[str, set
                 break
     if not hits:
         return "?", set()
-    return sorted(hits)[0][0], {src for _, src in hits}
+    return sorted(hits)[0][0], {hit[1] for hit in hits}
 
 
 def count(text: str, idx: dict[str, set[tuple[str, str]]], noop: bool = False) -> dict[tuple[int, str, str], Counter]:
