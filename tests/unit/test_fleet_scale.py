@@ -383,3 +383,11 @@ def test_count_noop_leaves_out_the_restart_only_files():
 def test_count_reads_any_text_without_raising(text):
     for cnt in fleet_scale.count(text, {}).values():
         assert all(v >= 0 for v in cnt.values())
+
+
+def test_the_docs_table_is_the_one_the_script_prints():
+    doc = (REPO / "docs" / "fleet-scale.md").read_text(encoding="utf-8")
+    missing = [row for row in fleet_scale.table() if row.startswith("|") and row not in doc]
+    assert not missing, "docs/fleet-scale.md: re-run benchmarks/fleet_scale.py and paste its table:\n" + "\n".join(
+        missing
+    )
