@@ -41,6 +41,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import 
     baseline_spread_problem,
     median,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS as HEALTH_LEVELS
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
 KEY_FIELDS = ("host", "model", "model_revision", "profile", "sglang_version", "gpu_model")
@@ -72,6 +73,15 @@ CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "update_baseline": {"type": "bool", "default": False},
     "accept_baseline": {"type": "bool", "default": False},
     "accept_reason": {"type": "str", "default": ""},
+    # the node's GPU health when the gate ran (role sglang_server, entry point health): kept in the
+    # record (the fleet report shows it) and at the end of the summary row
+    "gpu_health": {
+        "type": "dict",
+        "options": {
+            "level": {"type": "str", "choices": list(HEALTH_LEVELS), "required": True},
+            "verdict": {"type": "str", "required": True},
+        },
+    },
 }
 
 REBASELINE_HINT = (
@@ -576,8 +586,10 @@ def run_record(
     *,
     when: str,
     accepted: dict[str, str] | None,
+    gpu_health: dict[str, str] | None = None,
 ) -> dict[str, object]:
-    """One run as the history stores it and the role publishes it (``throughput_gate_result``)."""
+    """One run as the history stores it and the role publishes it (``throughput_gate_result``); ``gpu_health``
+    (level, verdict) is the node's GPU health when it ran, None when not checked."""
     ready = result.get("ready") if isinstance(result.get("ready"), dict) else {}
     record: dict[str, object] = {
         "host": key["host"],
@@ -602,8 +614,9 @@ def run_record(
         "extra_round": bool(result.get("extra_round")),
         "server_version": ready.get("version"),  # type: ignore[union-attr]
         "telemetry": result.get("telemetry") or {},
-        "host_summary_row": host_summary_row(key["host"], result),
+        "host_summary_row": host_summary_row(key["host"], result, gpu_health),
         "shape": shape,
+        "gpu_health": {"level": gpu_health["level"], "verdict": gpu_health["verdict"]} if gpu_health else None,
     }
     if accepted:
         record["accepted"] = accepted
@@ -613,10 +626,12 @@ def run_record(
 # --------------------------------------------------------------------------- summary
 
 
-def host_summary_row(host: str, result: dict[str, object]) -> str:
-    """The host's summary row: the host in front of the module's summary row (the role's play-end table)."""
+def host_summary_row(host: str, result: dict[str, object], gpu_health: dict[str, str] | None = None) -> str:
+    """The host's summary row: the host in front of the module's summary row (the role's play-end table),
+    and the GPU health verdict at its end when it was checked (``; gpu degraded: ...``)."""
     row = result.get("summary_row")
+    health = f"; gpu {' '.join(str(gpu_health['verdict']).split())}" if gpu_health else ""
     if isinstance(row, str) and row:
-        return f"{host:<24} {row}"
+        return f"{host:<24} {row}{health}"
     msg = str(result.get("msg", "")).replace("\n", " ")
-    return f"{host:<24} {'FAIL':<8} {msg[:80] + ('...' if len(msg) > 80 else '')}"
+    return f"{host:<24} {'FAIL':<8} {msg[:80] + ('...' if len(msg) > 80 else '')}{health}"

@@ -24,10 +24,10 @@ import os
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import FileWriteError, replace_file
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import DEGRADED, FAILED, HEALTHY
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS
 
 # the metric's value for each level (docs/monitoring.md, "Textfile metrics")
-LEVEL_VALUES = {HEALTHY: 0, DEGRADED: 1, FAILED: 2}
+LEVEL_VALUES = {level: rank for rank, level in enumerate(LEVELS)}
 TIMESTAMP_METRIC = "gpufleet_gpu_health_timestamp_seconds"
 # name -> help text; every metric is a gauge
 METRICS = {
