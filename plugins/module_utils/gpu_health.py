@@ -377,7 +377,13 @@ def evaluate(
         own = [event for event in xids["events"] if keys.get(event["pci"]) == gpu["index"]]
         reasons = gpu_reasons(gpu, own, options)
         records.append(
-            {**gpu, "verdict": verdict(reasons), "level": _level(reasons), "reasons": [pair[1] for pair in reasons]}
+            {
+                **gpu,
+                "verdict": verdict(reasons),
+                "level": _level(reasons),
+                "reasons": [pair[1] for pair in reasons],
+                "busy": _busy(gpu, options),
+            }
         )
         node += [(level, f"gpu {gpu['index']}: {reason}") for level, reason in reasons]
     return {

@@ -8,6 +8,7 @@
 samples. The names, labels and meanings are the ones docs/monitoring.md fixes and the alert rules of
 roles/fleet_monitoring read (``gpufleet_node_health``, ``gpufleet_gpu_health``, ...). Levels are
 numbers (0 healthy, 1 degraded, 2 failed): the rules select ``== 2``. No ``node`` label: the scrape adds it.
+Power series only for GPUs busy at the check (gpu_health's ``busy``): the file is one moment's reading.
 
 Label values are outside data (nvidia-smi's UUID and bus id): :func:`label_value` escapes them as the
 format asks (backslash, double quote and line feed as ``\\\\``, ``\\"`` and ``\\n``) and replaces
@@ -105,6 +106,33 @@ def _labels(pairs: list[tuple[str, str]]) -> str:
     return "{" + ",".join(f'{name}="{label_value(value)}"' for name, value in pairs) + "}" if pairs else ""
 
 
+def _gpu_samples(
+    position: int, gpu: Any, seen: set[int], samples: dict[str, list[tuple[list[tuple[str, str]], float]]]
+) -> None:
+    """Add one GPU's samples; a MetricsError names the field of ``gpus[position]`` that is wrong."""
+    where = f"gpus[{position}]."
+    if not isinstance(gpu, dict):
+        raise MetricsError(f"gpus[{position}] is not a mapping")
+    index = gpu.get("index")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise MetricsError(f"{where}index is not a whole number")
+    if index in seen:
+        raise MetricsError(f"{where}index {index} appears twice (a series would be duplicated)")
+    seen.add(index)
+    gpu_label = [("gpu", str(index))]
+    identity = [("uuid", _text(gpu, "uuid", where)), ("pci_bus_id", _text(gpu, "pci_bus_id", where))]
+    samples["gpufleet_gpu_health"].append((gpu_label + identity, _level(gpu, where)))
+    busy = gpu.get("busy", False)
+    if not isinstance(busy, bool):
+        raise MetricsError(f"{where}busy is not true or false")
+    # power only of a GPU busy at the check: the file stays until the next one, and an idle GPU's draw
+    # would read as under-use (GpufleetGpuUnderusedWithQueue) once requests wait
+    for metric, field in (("gpufleet_gpu_power_draw_watts", "draw_w"), ("gpufleet_gpu_power_limit_watts", "limit_w")):
+        watts = _watts(gpu.get("power"), field, where)
+        if watts is not None and busy:
+            samples[metric].append((gpu_label, watts))
+
+
 def render(result: Any, timestamp: float) -> str:
     """The textfile for one node from the gpu_health result ``result`` checked at Unix time ``timestamp``."""
     if not isinstance(result, dict):
@@ -123,25 +151,7 @@ def render(result: Any, timestamp: float) -> str:
     samples["gpufleet_gpu_count"].append(([], count))
     seen: set[int] = set()
     for position, gpu in enumerate(gpus):
-        where = f"gpus[{position}]."
-        if not isinstance(gpu, dict):
-            raise MetricsError(f"gpus[{position}] is not a mapping")
-        index = gpu.get("index")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise MetricsError(f"{where}index is not a whole number")
-        if index in seen:
-            raise MetricsError(f"{where}index {index} appears twice (a series would be duplicated)")
-        seen.add(index)
-        gpu_label = [("gpu", str(index))]
-        identity = [("uuid", _text(gpu, "uuid", where)), ("pci_bus_id", _text(gpu, "pci_bus_id", where))]
-        samples["gpufleet_gpu_health"].append((gpu_label + identity, _level(gpu, where)))
-        for metric, field in (
-            ("gpufleet_gpu_power_draw_watts", "draw_w"),
-            ("gpufleet_gpu_power_limit_watts", "limit_w"),
-        ):
-            watts = _watts(gpu.get("power"), field, where)
-            if watts is not None:
-                samples[metric].append((gpu_label, watts))
+        _gpu_samples(position, gpu, seen, samples)
     samples[TIMESTAMP_METRIC].append(([], float(timestamp)))
     lines: list[str] = []
     for name, helptext in METRICS.items():

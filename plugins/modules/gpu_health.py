@@ -113,6 +113,8 @@ options:
       - Also write the result to this file as Prometheus text (C(gpufleet_node_health), C(gpufleet_gpu_health),
         C(gpufleet_gpu_count), C(gpufleet_gpu_power_draw_watts), C(gpufleet_gpu_power_limit_watts),
         C(gpufleet_gpu_health_timestamp_seconds)), for node-exporter's textfile collector.
+      - The power series are written only for GPUs busy at the check, since the file is the reading of one moment
+        and an idle GPU's draw would read as under-use to an alert that sees requests waiting later.
       - The name must end in C(.prom) and its directory must exist (Debian's C(prometheus-node-exporter) reads
         C(/var/lib/prometheus/node-exporter)). The file is replaced atomically, also when the task then fails
         with O(fail_on), so the alert rules see a failure.
@@ -196,6 +198,11 @@ gpus:
     uuid: {description: GPU UUID, type: str}
     verdict: {description: This GPU's verdict, type: str, sample: "degraded: PCIe link Gen3 x8 (max Gen5 x16)"}
     level: {description: "V(healthy), V(degraded) or V(failed)", type: str}
+    busy:
+      description:
+        - Whether the GPU was busy (at least O(busy_utilization_percent) and not C(gpu_idle)).
+        - The link and power are judged only then.
+      type: bool
     reasons: {description: Every reason found on this GPU, type: list, elements: str}
     persistence_mode: {description: Persistence mode on, type: bool}
     recovery_action: {description: "The driver's recovery action (V(None) when nothing is needed)", type: str}

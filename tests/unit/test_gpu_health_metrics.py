@@ -121,6 +121,17 @@ def test_link_x8_marks_only_gpu3_degraded_and_power_is_exported():
     assert all(0 < draws[g] <= limits[g] for g in draws)
 
 
+def test_idle_gpus_have_no_power_series():
+    """An idle GPU's draw would read as under-use to GpufleetGpuUnderusedWithQueue once requests wait."""
+    names = {name for name, _labels, _value in parse(render(result_of("healthy-idle"), 0))}
+    assert names == {
+        "gpufleet_node_health",
+        "gpufleet_gpu_count",
+        "gpufleet_gpu_health",
+        "gpufleet_gpu_health_timestamp_seconds",
+    }
+
+
 def test_power_brake_xml_is_degraded_and_real_h200_healthy():
     assert parse(render(result_of("power-brake"), 0))[0] == ("gpufleet_node_health", {}, 1.0)
     text = render(result_of("h200"), 0)
@@ -151,7 +162,11 @@ def test_label_values_are_escaped():
         ({"level": "healthy", "gpus": [{"index": 0, "level": None}]}, "gpus[0].level is None"),
         ({"level": "healthy", "gpus": [{"index": 0, "level": "healthy", "uuid": 5}]}, "gpus[0].uuid is not text"),
         (
-            {"level": "healthy", "gpus": [{"index": 0, "level": "healthy", "power": {"draw_w": "9"}}]},
+            {"level": "healthy", "gpus": [{"index": 0, "level": "healthy", "busy": 1}]},
+            "gpus[0].busy is not true or false",
+        ),
+        (
+            {"level": "healthy", "gpus": [{"index": 0, "level": "healthy", "busy": True, "power": {"draw_w": "9"}}]},
             "gpus[0].power.draw_w is not a number",
         ),
         (
@@ -264,6 +279,7 @@ WATTS = st.none() | st.floats(min_value=0, max_value=2000, allow_nan=False)
     st.lists(
         st.fixed_dictionaries(
             {
+                "busy": st.booleans(),
                 "level": LEVEL,
                 "uuid": TEXT,
                 "pci_bus_id": TEXT,
@@ -283,7 +299,10 @@ def test_fuzz_render_reads_back_every_label_and_value(level, gpus, when):
     for (labels, _value), gpu in zip(health, records, strict=True):
         assert labels == {"gpu": str(gpu["index"]), "uuid": utf8(gpu["uuid"]), "pci_bus_id": utf8(gpu["pci_bus_id"])}
     draws = {labels["gpu"]: value for name, labels, value in samples if name == "gpufleet_gpu_power_draw_watts"}
-    assert draws == {str(g["index"]): g["power"]["draw_w"] for g in records if g["power"]["draw_w"] is not None}
+    expected = {
+        str(g["index"]): g["power"]["draw_w"] for g in records if g["busy"] and g["power"]["draw_w"] is not None
+    }
+    assert draws == expected
     assert ("gpufleet_node_health", {}, float(LEVEL_VALUES[level])) in samples
     assert [v for n, _l, v in samples if n == "gpufleet_gpu_health_timestamp_seconds"] == [when]
 
