@@ -225,7 +225,9 @@ class ActionModule(ActionBase):
                 else "no (a baseline exists; update_baseline is off)"
             )
             res["baseline_plan"] = info
-            res["record"] = _with_stop(res, run_record(key, res, info, shape, when=when, accepted=None))
+            res["record"] = _with_stop(
+                res, run_record(key, res, info, shape, when=when, accepted=None, gpu_health=opts["gpu_health"])
+            )
             return res
 
         accepted = {"by": _who(), "at": when, "reason": opts["accept_reason"]} if accept else None
@@ -239,7 +241,18 @@ class ActionModule(ActionBase):
                 f"baseline ACCEPTED on purpose by {accepted['by']} ({accepted['reason']}): {res.get('msg', '')}"
             )
         record = mask(
-            _with_stop(res, run_record(key, res, info, shape, when=when, accepted=accepted if write else None)),
+            _with_stop(
+                res,
+                run_record(
+                    key,
+                    res,
+                    info,
+                    shape,
+                    when=when,
+                    accepted=accepted if write else None,
+                    gpu_health=opts["gpu_health"],
+                ),
+            ),
             list(self._secrets),
         )
         try:

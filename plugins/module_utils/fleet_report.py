@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.confined_path import PathError, confine, segment
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS as HEALTH_LEVELS
 
 
 class RecordError(ValueError):
@@ -101,6 +102,22 @@ def _power(telemetry: dict[str, Any]) -> tuple[float | None, float | None, float
     return _mean(columns["avg_power_pct_of_limit"]), _mean(columns["avg_power_w"]), (max(limits) if limits else None)
 
 
+def _gpu_health(rec: dict[str, Any]) -> str | None:
+    """The run's GPU health verdict (gate_baseline.run_record ``gpu_health``), None when not checked."""
+    health = _dict(rec, "gpu_health")
+    if not health:
+        return None
+    level = health.get("level")
+    if level not in HEALTH_LEVELS:
+        raise RecordError(f"field 'gpu_health.level' is not one of {', '.join(HEALTH_LEVELS)}")
+    verdict = health.get("verdict")
+    if not isinstance(verdict, str):
+        raise RecordError(f"field 'gpu_health.verdict' is {'missing' if 'verdict' not in health else 'not text'}")
+    if verdict.split(":", 1)[0] != level:
+        raise RecordError("field 'gpu_health.verdict' does not start with its level")
+    return verdict
+
+
 def run_from_record(rec: Any, file: str) -> dict[str, Any]:
     """The report's row of one gate run record (gate_baseline.run_record); RecordError names a bad field."""
     if not isinstance(rec, dict):
@@ -134,6 +151,7 @@ def run_from_record(rec: Any, file: str) -> dict[str, Any]:
         "power_pct_of_limit": pct,
         "power_w": watts,
         "power_limit_w": limit,
+        "gpu_health": _gpu_health(rec),
         "file": file,
     }
 
@@ -311,6 +329,7 @@ RUN_COLUMNS = [
     "GPU power % of limit",
     "GPU power W",
     "limit W",
+    "GPU health",
 ]
 SWEEP_COLUMNS = ["#", "flags", "status", "median tok/s", "p vs best", "GPU power % of limit", "verdict", "reason"]
 
@@ -332,6 +351,7 @@ def run_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
             _fmt(r["power_pct_of_limit"]),
             _fmt(r["power_w"]),
             _fmt(r["power_limit_w"]),
+            _fmt(r["gpu_health"]),
         ]
         for r in runs
     ]

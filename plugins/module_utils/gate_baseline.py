@@ -515,8 +515,10 @@ def run_record(
     *,
     when: str,
     accepted: dict[str, str] | None,
+    gpu_health: dict[str, str] | None = None,
 ) -> dict[str, object]:
-    """One run as the history stores it and the role publishes it (``throughput_gate_result``)."""
+    """One run as the history stores it and the role publishes it (``throughput_gate_result``); ``gpu_health``
+    (level, verdict) is the node's GPU health when it ran, None when not checked."""
     ready = result.get("ready") if isinstance(result.get("ready"), dict) else {}
     record: dict[str, object] = {
         "host": key["host"],
@@ -541,8 +543,9 @@ def run_record(
         "extra_round": bool(result.get("extra_round")),
         "server_version": ready.get("version"),  # type: ignore[union-attr]
         "telemetry": result.get("telemetry") or {},
-        "host_summary_row": host_summary_row(key["host"], result),
+        "host_summary_row": host_summary_row(key["host"], result, gpu_health),
         "shape": shape,
+        "gpu_health": {"level": gpu_health["level"], "verdict": gpu_health["verdict"]} if gpu_health else None,
     }
     if accepted:
         record["accepted"] = accepted
@@ -552,10 +555,12 @@ def run_record(
 # --------------------------------------------------------------------------- summary
 
 
-def host_summary_row(host: str, result: dict[str, object]) -> str:
-    """The host's summary row: the host in front of the module's summary row (the role's play-end table)."""
+def host_summary_row(host: str, result: dict[str, object], gpu_health: dict[str, str] | None = None) -> str:
+    """The host's summary row: the host in front of the module's summary row (the role's play-end table),
+    and the GPU health verdict at its end when it was checked (``; gpu degraded: ...``)."""
     row = result.get("summary_row")
+    health = f"; gpu {' '.join(str(gpu_health['verdict']).split())}" if gpu_health else ""
     if isinstance(row, str) and row:
-        return f"{host:<24} {row}"
+        return f"{host:<24} {row}{health}"
     msg = str(result.get("msg", "")).replace("\n", " ")
-    return f"{host:<24} {'FAIL':<8} {msg[:80] + ('...' if len(msg) > 80 else '')}"
+    return f"{host:<24} {'FAIL':<8} {msg[:80] + ('...' if len(msg) > 80 else '')}{health}"

@@ -22,6 +22,7 @@ import copy
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import READY_PATH_BEFORE
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS as HEALTH_LEVELS
 
 # Options of the module on the target (GateParams has one field per option).
 GATE_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
@@ -79,6 +80,15 @@ CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "update_baseline": {"type": "bool", "default": False},
     "accept_baseline": {"type": "bool", "default": False},
     "accept_reason": {"type": "str", "default": ""},
+    # the node's GPU health when the gate ran (role sglang_server, entry point health): kept in the
+    # record (the fleet report shows it) and at the end of the summary row
+    "gpu_health": {
+        "type": "dict",
+        "options": {
+            "level": {"type": "str", "choices": list(HEALTH_LEVELS), "required": True},
+            "verdict": {"type": "str", "required": True},
+        },
+    },
 }
 
 

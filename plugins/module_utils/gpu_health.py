@@ -27,7 +27,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import 
 )
 
 HEALTHY, DEGRADED, FAILED = "healthy", "degraded", "failed"
-_RANK = {HEALTHY: 0, DEGRADED: 1, FAILED: 2}
+# the levels, best first (their position is their rank and the metric's value, docs/monitoring.md)
+LEVELS = (HEALTHY, DEGRADED, FAILED)
+_RANK = {level: rank for rank, level in enumerate(LEVELS)}
 
 # NVIDIA's immediate-action "resolution buckets" (Xid catalog) that take a node out of service:
 # the GPU must be reset, the node or VM rebooted, or an ECC/NVLink/mechanical workflow followed.
@@ -111,6 +113,7 @@ __all__ = [
     "DEFAULTS",
     "FAIL_ON",
     "KERNEL_LOG_SOURCES",
+    "LEVELS",
     "XID_CATALOG",
     "GpuHealthError",
     "check_options",
@@ -374,7 +377,13 @@ def evaluate(
         own = [event for event in xids["events"] if keys.get(event["pci"]) == gpu["index"]]
         reasons = gpu_reasons(gpu, own, options)
         records.append(
-            {**gpu, "verdict": verdict(reasons), "level": _level(reasons), "reasons": [pair[1] for pair in reasons]}
+            {
+                **gpu,
+                "verdict": verdict(reasons),
+                "level": _level(reasons),
+                "reasons": [pair[1] for pair in reasons],
+                "busy": _busy(gpu, options),
+            }
         )
         node += [(level, f"gpu {gpu['index']}: {reason}") for level, reason in reasons]
     return {

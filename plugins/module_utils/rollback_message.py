@@ -36,6 +36,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "serving_after_s": (int, float, str),
     "verified": (str,),
     "gateway_error": (str,),
+    # a GPU health check found the node failed (role sglang_server, entry point health): it stays out
+    "gpu_failed": (bool,),
+    "gpu_verdict": (str,),
 }
 REQUIRED = ("host", "what", "action")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -129,5 +132,15 @@ def rollback_message(facts: object) -> str:
                 body += ", back in the gateway"
             if "gateway_error" in f:
                 body += f" but is OUT of the gateway ({one_line(f['gateway_error'])})"
+            if f.get("gpu_failed", False):
+                body += (
+                    f" but is OUT of the gateway and stays out: GPU health {one_line(f.get('gpu_verdict', 'failed'))}"
+                    " (docs/gpu-health.md; once the GPU is repaired, run the rollout again)"
+                )
             body += "."
+    if f.get("gpu_failed", False) and f.get("via_gateway", False) and not out_of_gateway:
+        body += (
+            " It was never taken out of the gateway and is still IN it: the gateway stops routing to it when its"
+            " health checks fail."
+        )
     return one_line(f"{head} {body}")

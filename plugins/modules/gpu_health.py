@@ -23,7 +23,8 @@ description:
   - Xid codes whose NVIDIA immediate action is a GPU reset, a reboot, or the ECC/NVLink workflow (for example
     48, 64, 74, 79, 95, 119, 120, 140) make the GPU V(failed); any other Xid makes it V(degraded).
     docs/gpu-health.md has the table and the sources.
-  - Read-only; it never changes the host and runs the same in check mode.
+  - Read-only, except that with O(textfile) it writes the result as Prometheus text for node-exporter's
+    textfile collector (the metrics docs/monitoring.md names); in check mode nothing is written.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
@@ -107,6 +108,18 @@ options:
     type: list
     elements: int
     default: []
+  textfile:
+    description:
+      - Also write the result to this file as Prometheus text (C(gpufleet_node_health), C(gpufleet_gpu_health),
+        C(gpufleet_gpu_count), C(gpufleet_gpu_power_draw_watts), C(gpufleet_gpu_power_limit_watts),
+        C(gpufleet_gpu_health_timestamp_seconds)), for node-exporter's textfile collector.
+      - The power series are written only for GPUs busy at the check, since the file is the reading of one moment
+        and an idle GPU's draw would read as under-use to an alert that sees requests waiting later.
+      - The name must end in C(.prom) and its directory must exist (Debian's C(prometheus-node-exporter) reads
+        C(/var/lib/prometheus/node-exporter)). The file is replaced atomically, also when the task then fails
+        with O(fail_on), so the alert rules see a failure.
+      - The task is C(changed) only when the file says something new; the time of the check alone is not a change.
+    type: path
   fail_on:
     description:
       - Fail the task when the node's verdict is at least this bad; V(none) always succeeds and only reports.
@@ -116,7 +129,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Read-only; runs the same in check mode.
+    description: Runs the same in check mode, but writes no O(textfile).
 notes:
   - Reading the kernel log usually needs root (C(become)) or membership of the C(systemd-journal) or C(adm) group.
 seealso:
@@ -185,6 +198,11 @@ gpus:
     uuid: {description: GPU UUID, type: str}
     verdict: {description: This GPU's verdict, type: str, sample: "degraded: PCIe link Gen3 x8 (max Gen5 x16)"}
     level: {description: "V(healthy), V(degraded) or V(failed)", type: str}
+    busy:
+      description:
+        - Whether the GPU was busy (at least O(busy_utilization_percent) and not C(gpu_idle)).
+        - The link and power are judged only then.
+      type: bool
     reasons: {description: Every reason found on this GPU, type: list, elements: str}
     persistence_mode: {description: Persistence mode on, type: bool}
     recovery_action: {description: "The driver's recovery action (V(None) when nothing is needed)", type: str}
@@ -243,9 +261,15 @@ thresholds:
   description: The thresholds the verdicts used (the options with their defaults).
   returned: always
   type: dict
+textfile:
+  description: The O(textfile) and whether it was written (not in check mode).
+  returned: when O(textfile) is set
+  type: dict
+  sample: {"path": "/var/lib/prometheus/node-exporter/gpufleet_gpu_health.prom", "written": true}
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -256,6 +280,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import 
     GpuHealthError,
     collect,
     fails,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health_metrics import (
+    MetricsError,
+    render,
+    write_textfile,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import CLOCK_EVENT_REASONS
 
@@ -278,6 +307,7 @@ ARGUMENT_SPEC = {
     "pcie_check_idle": {"type": "bool", "default": DEFAULTS["pcie_check_idle"]},
     "xid_ignore_codes": {"type": "list", "elements": "int", "default": DEFAULTS["xid_ignore_codes"]},
     "fail_on": {"type": "str", "choices": list(FAIL_ON), "default": "none"},
+    "textfile": {"type": "path"},
 }
 
 
@@ -304,9 +334,20 @@ def run_module() -> None:
         result = collect(module.params, which, run, read_file)
     except GpuHealthError as exc:
         module.fail_json(msg=str(exc))
+    changed = False
+    if module.params["textfile"]:
+        path = module.params["textfile"]
+        written = not module.check_mode
+        try:
+            text = render(result, time.time())
+            if written:
+                changed = write_textfile(path, text)
+        except MetricsError as exc:
+            module.fail_json(msg=f"GPU health: {result['verdict']}; the textfile was not written: {exc}", **result)
+        result["textfile"] = {"path": path, "written": written}
     if fails(result["level"], module.params["fail_on"]):
-        module.fail_json(msg=f"GPU health: {result['verdict']}", changed=False, **result)
-    module.exit_json(changed=False, **result)
+        module.fail_json(msg=f"GPU health: {result['verdict']}", changed=changed, **result)
+    module.exit_json(changed=changed, **result)
 
 
 def main() -> None:

@@ -281,6 +281,22 @@ options:
     description: Why the new baseline is accepted; kept in the history with the controller user and the time.
     type: str
     default: ""
+  gpu_health:
+    description:
+      - The node's GPU health when the gate runs (the role passes C(sglang_server_gpu_health) of the entry point
+        C(health) of role sglang_server), kept in the history record (the fleet report shows it) and appended to
+        the summary row (C(; gpu degraded: ...)). Needs O(baseline_dir).
+    type: dict
+    suboptions:
+      level:
+        description: The node's level.
+        type: str
+        choices: [healthy, degraded, failed]
+        required: true
+      verdict:
+        description: The node's verdict (the level and the reasons of that level).
+        type: str
+        required: true
 notes:
   - Check mode sends nothing and reports the plan in RV(plan).
   - The module never changes the target; C(changed) is always false.

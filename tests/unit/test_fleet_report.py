@@ -353,6 +353,14 @@ def test_a_malformed_history_line_is_a_named_problem(tmp_path, line, why):
         ({"trials": 5}, "field 'trials' is not a list"),
         ({"telemetry": {"gpus": ["x"]}}, "field 'telemetry.gpus' is not a list of mappings"),
         ({"verdict": ["pass"]}, "field 'verdict' is not text"),
+        ({"gpu_health": "degraded"}, "field 'gpu_health' is not a mapping"),
+        ({"gpu_health": {"level": "sick", "verdict": "sick"}}, "field 'gpu_health.level' is not one of healthy,"),
+        ({"gpu_health": {"level": "degraded"}}, "field 'gpu_health.verdict' is missing"),
+        ({"gpu_health": {"level": "degraded", "verdict": 1}}, "field 'gpu_health.verdict' is not text"),
+        (
+            {"gpu_health": {"level": "healthy", "verdict": "failed: gpu 0: xid 79"}},
+            "field 'gpu_health.verdict' does not start with its level",
+        ),
     ],
 )
 def test_a_record_of_the_wrong_shape_is_a_named_problem(tmp_path, change, why):
@@ -360,7 +368,24 @@ def test_a_record_of_the_wrong_shape_is_a_named_problem(tmp_path, change, why):
     (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
     _page, runs, _sweeps, problems = _page_of(tmp_path)
     assert runs == []
-    assert problems == [f"h.history.jsonl line 1: not a gate run record ({why})"]
+    assert len(problems) == 1
+    assert problems[0].startswith(f"h.history.jsonl line 1: not a gate run record ({why}")
+
+
+def test_gpu_health_of_a_run_is_shown_as_text_and_absent_as_a_dash(tmp_path):
+    verdict = "degraded: gpu 3: PCIe link Gen3 x8 (max Gen5 x16); <b>x</b>"
+    rec = dict(_fixture_record(), gpu_health={"level": "degraded", "verdict": verdict})
+    old = _fixture_record()
+    old.pop("gpu_health", None)
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(old) + "\n")
+    page, _runs, _sweeps, problems = _page_of(tmp_path)
+    assert problems == []
+    _assert_only_template_markup(page)
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables["runs"]
+    column = table[0].index("GPU health")
+    assert [row[column] for row in table[1:]] == [verdict, "-"]
 
 
 def test_a_bad_candidate_is_left_out_and_named_the_rest_shown(tmp_path):
@@ -440,7 +465,7 @@ json_values = st.recursive(
     max_leaves=6,
 )
 RECORD_FIELDS = ["host", "time", "key", "verdict", "reason", "failed", "median_output_tokens_per_s", "trials"]
-RECORD_FIELDS += ["baseline_median", "delta_pct", "p_value", "telemetry"]
+RECORD_FIELDS += ["baseline_median", "delta_pct", "p_value", "telemetry", "gpu_health"]
 KEY_FIELDS = ["host", "sglang_version", "model", "model_revision", "profile", "gpu_model"]
 
 

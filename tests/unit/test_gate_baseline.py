@@ -381,3 +381,32 @@ def test_run_record_carries_the_host_summary_row():
     record = gb.run_record(KEY, result, {}, {"concurrency": 8}, when="2026-11-30T00:00:00+00:00", accepted=None)
     assert record["host_summary_row"] == gb.host_summary_row(KEY["host"], result)
     assert "summary_line" not in record  # its former name (docs/glossary.md); old history lines keep it
+
+
+def test_gpu_health_goes_into_the_record_and_the_end_of_the_summary_row():
+    result = {"verdict": "pass", "reason": "within_tolerance", "summary_row": "PASS     within_tolerance"}
+    health = {"level": "degraded", "verdict": "degraded: gpu 3: PCIe link Gen3 x8\n(max Gen5 x16)"}
+    record = gb.run_record(
+        KEY, result, {}, {"concurrency": 8}, when="2026-11-30T00:00:00+00:00", accepted=None, gpu_health=health
+    )
+    assert record["gpu_health"] == health
+    assert record["host_summary_row"] == (
+        f"{KEY['host']:<24} PASS     within_tolerance; gpu degraded: gpu 3: PCIe link Gen3 x8 (max Gen5 x16)"
+    )
+    failed = gb.host_summary_row("node1", {"failed": True, "msg": "boom"}, {"level": "healthy", "verdict": "healthy"})
+    assert failed == f"{'node1':<24} {'FAIL':<8} boom; gpu healthy"
+    unchecked = gb.run_record(KEY, result, {}, {}, when="2026-11-30T00:00:00+00:00", accepted=None)
+    assert unchecked["gpu_health"] is None
+    assert unchecked["host_summary_row"].endswith("within_tolerance")
+
+
+def test_gpu_health_option_is_checked_on_the_controller():
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: PLC0415
+
+    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
+
+    validator = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC)
+    assert not validator.validate({"gpu_health": {"level": "failed", "verdict": "failed: x"}}).error_messages
+    errors = validator.validate({"gpu_health": {"level": "sick", "verdict": "x"}}).error_messages
+    assert errors
+    assert errors[0] == "value of level must be one of: healthy, degraded, failed, got: sick found in gpu_health"

@@ -67,6 +67,24 @@ def test_rolled_back_verified_and_back_in_the_gateway():
     )
 
 
+def test_a_failed_gpu_keeps_the_rolled_back_node_out():
+    facts = dict(DONE, out_of_gateway=True, via_gateway=True, gpu_failed=True, gpu_verdict="failed: gpu 2: Xid 79")
+    message = rollback_message(facts)
+    assert message.endswith(
+        "It serves again but is OUT of the gateway and stays out: GPU health failed: gpu 2: Xid 79 "
+        "(docs/gpu-health.md; once the GPU is repaired, run the rollout again)."
+    )
+    assert "back in the gateway" not in message
+
+
+def test_a_failed_gpu_never_taken_out_is_said_to_be_in_the_gateway():
+    facts = dict(DONE, out_of_gateway=False, via_gateway=True, gpu_failed=True, gpu_verdict="failed: gpu 0 missing")
+    assert rollback_message(facts).endswith(
+        "It was never taken out of the gateway and is still IN it: the gateway stops routing to it when its "
+        "health checks fail."
+    )
+
+
 def test_restored_before_a_restart_and_not_serving():
     facts = dict(DONE, action="restored", restarted=False, verify_error="not ready: 503", out_of_gateway=True)
     assert rollback_message(facts).endswith(

@@ -10,6 +10,9 @@ B+E  canary upgraded to 0.5.23 (whose options use --cuda-graph-max-bs-decode, a 
 D    a second rollback in a row (no older deployment) says so and changes nothing.
 C    a slower environment: gate FAIL on the canary, rolled back, unit/options/env byte-identical,
      the other nodes untouched.
+H    (inside U, node2 held out of the gateway) an Xid 79 line in node2's kernel log: the rollout of node2 stops
+     at its GPU health check before any change, names the GPU and why; node2 stays out of the gateway and its
+     health textfile says failed (the GpufleetGpuFailed rule's series).
 U    a node becomes unreachable mid-rollout (batches [2, 1]): node2's connection breaks right after
      it was taken out of the gateway and drained. The rollout stops after its batch, node3 is never
      touched, the message names node2 and its state, node2 stays out of the gateway (also across a
@@ -410,6 +413,7 @@ def drill_unreachable() -> None:
         time.sleep(0.5)
     log(f"gateway restarted with node2 held out: routes to node1, node3 again after {time.monotonic() - t0 - 4:.1f} s")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), ("node1", "node3"))
+    drill_failed_gpu_stays_out()
     # the run again, connection restored (as the message says): node2 changes no file now, but its
     # restart is pending and it is held out, so it is drained, restarted, gated and put back; node1
     # already runs these files and is left running; node3 (batch 2) gets them
@@ -431,6 +435,42 @@ def drill_unreachable() -> None:
     check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
     log(f"run again: node2 restarted and back in the gateway, node1 untouched; play wall time {took2:.0f} s")
     log(f"play wall time {took:.0f} s, drill {time.monotonic() - start:.0f} s")
+
+
+def drill_failed_gpu_stays_out() -> None:
+    """H (inside U, node2 held out): an Xid 79 in node2's kernel log (tests/standins/nvidia/gpu_fault.py); the
+    rollout of node2 stops at its GPU check before anything changes, and node2 stays out of the gateway."""
+    log("== H: node2 (held out) shows an Xid 79: the rollout keeps it out of the gateway and stops with the reason")
+    start = time.monotonic()
+    kernel_log = "/var/lib/gpufleet-standin/kernel-node2.log"
+    fault = "python3 /srv/gpufleet-standins/nvidia/gpu_fault.py"
+    before = node_files("node2")
+    on_host(f"{fault} inject xid79 --kernel-log {kernel_log} --gpu 0")
+    try:
+        rc, out, _took = playbook(
+            "--limit", "node2", *ev({"sglang_server_env": {**BASE_ENV, "STANDIN_DRILL": "unreachable"}})
+        )
+    finally:
+        on_host(f"{fault} clear --kernel-log {kernel_log}")
+    expect(rc != 0, "the rollout stops", out)
+    msg = failure_message(out)
+    log(f"message: {msg}")
+    expect(
+        msg.startswith("node2: GPU health failed: gpu 0: xid 79 (GPU has fallen off the bus)")
+        and "Nothing was deployed or restarted on the node" in msg
+        and "It is OUT of the gateway (held out by an unfinished rollout) and stays out" in msg,
+        "the message names node2, the GPU, why, and that it stays out",
+        out,
+    )
+    expect("Put the node back into the gateway" not in out, "no add_worker ran", out)
+    expect(node_files("node2") == before, "node2 unchanged: files, release, MainPID", out)
+    expect(marks() == [URL["node2"]], f"node2 still held out of rotation ({marks()})")
+    expect(URL["node2"] not in gateway_workers(), "the gateway does not list node2")
+    metrics = on_host("cat /var/lib/prometheus/node-exporter/gpufleet_gpu_health_node2.prom")
+    expect(
+        'gpufleet_gpu_health{gpu="0",' in metrics and "\ngpufleet_node_health 2\n" in metrics, "textfile says failed"
+    )
+    log(f"H: {time.monotonic() - start:.0f} s")
 
 
 def start_background(unit: str, argv: str) -> None:

@@ -51,6 +51,10 @@ DISTROS = ("debian12", "debian13")
 ARCH = "amd64"
 NVIDIA_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
 STATE = "/var/lib/gpufleet-standin"
+# the nvidia-smi -q -x report the package's stand-in prints: the healthy SM120 variant built from the real
+# H200 capture (tests/unit/fixtures/nvidia/rtxpro6000-health/), installed next to its profile
+SMI_XML = STANDINS.parent / "unit/fixtures/nvidia/rtxpro6000-health/healthy-idle.xml"
+SMI_XML_PATH = "/etc/gpufleet-standin/nvidia-smi-q.xml"
 
 # Driver versions in the stand-in repository. Two of them, so that a role which does not pin
 # exactly would pick up the newer one: the pin test can fail.
@@ -226,6 +230,8 @@ def smi_config(version: str) -> str:
     profile = json.loads((STANDINS / "nvidia" / "profiles" / "rtxpro6000-8gpu.json").read_text())
     profile["driver_version"] = version
     profile["proc_version_path"] = f"{STATE}/proc/driver/nvidia/version"
+    # -q -x (gpu_health) prints the package's copy of the healthy SM120 report (SMI_XML), next to this file
+    profile["q_xml"] = os.path.basename(SMI_XML_PATH)
     return json.dumps(profile, indent=2) + "\n"
 
 
@@ -312,6 +318,7 @@ def build_packages(work: Path, pool: Path) -> None:
         files = {
             "/usr/bin/nvidia-smi": (smi, 0o755),
             "/etc/gpufleet-standin/nvidia-smi.json": (smi_config(version), 0o644),
+            SMI_XML_PATH: (SMI_XML.read_text(encoding="utf-8"), 0o644),
         }
         build_deb(
             work,

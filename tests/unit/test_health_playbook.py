@@ -1,0 +1,150 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""GPU health in the playbooks, run for real on this machine (local connection, the nvidia-smi stand-in).
+
+- ``site.yml --tags health`` runs the check on every GPU node and prints one line per node; it runs
+  no task of the deploy, the gate or the gateway (the `always` tasks of playbooks/sglang.yml end
+  with the play) and writes only each node's health textfile.
+- ``playbooks/sglang.yml`` stops at a node whose GPU health is failed before anything changes on it,
+  with the node, the GPU and why, and never reaches the deploy, the gate or the gateway (in check mode:
+  the code before this change deployed here).
+Each node reads its own stand-in profile through a wrapper (nodes share this machine).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "tests/standins/nvidia-smi"
+PROFILES = REPO / "tests/standins/nvidia/profiles"
+LOGS = REPO / "tests/unit/fixtures/nvidia/kernel-log"
+NODES = {
+    # node: (stand-in profile, kernel log)
+    "node1": ("rtxpro6000-8gpu-missing-gpu", "journal-xid79-gpu-lost.txt"),
+    "node2": ("rtxpro6000-8gpu", "journal-clean.txt"),
+    "node3": ("rtxpro6000-8gpu-link-x8-gen3", "journal-clean.txt"),
+}
+# the tasks a health-only run may run (the host's facts of gpu_nodes.yml are gathered whatever the tags)
+HEALTH_TASKS = {
+    "Gathering Facts",
+    "End the rollout in a run that only checks GPU health",
+    "Check the node's GPUs",
+    "gpufleet.sglang.sglang_server : Create the textfile collector's directory",
+    "gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)",
+    "gpufleet.sglang.sglang_server : Publish sglang_server_gpu_health",
+    "One line per node",
+}
+
+
+def inventory(tmp_path: Path, nodes: list[str]) -> Path:
+    hosts = {}
+    for node in nodes:
+        profile, log = NODES[node]
+        smi = tmp_path / f"nvidia-smi-{node}"
+        env = f"STANDIN_NVIDIA_SMI_PROFILE={PROFILES / (profile + '.json')}"
+        smi.write_text(f'#!/bin/sh\n{env} exec {sys.executable} {STANDIN} "$@"\n', encoding="utf-8")
+        smi.chmod(0o755)
+        hosts[node] = {
+            "sglang_server_health_nvidia_smi_path": str(smi),
+            "sglang_server_health_kernel_log_path": str(LOGS / log),
+            "sglang_server_health_textfile": str(tmp_path / node / "gpufleet_gpu_health.prom"),
+        }
+    data = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "ansible_become": False,
+                "sglang_root": str(tmp_path / "sglang"),
+                "sglang_server_health_kernel_log": "file",
+                "sglang_server_health_expected_gpu_count": 8,
+            },
+            "children": {
+                "gpu_nodes": {"hosts": hosts},
+                "sglang_nodes": {"hosts": dict.fromkeys(nodes)},
+                "proxmox_hosts": {"hosts": {}},
+            },
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def playbook(tmp_path: Path, nodes: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_RETRY_FILES_ENABLED="0",
+    )
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory(tmp_path, nodes)), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def tasks_run(output: str) -> set[str]:
+    """The tasks that ran, without Ansible's own argument checks of the roles (which run under any tags)."""
+    return {t for t in re.findall(r"^TASK \[(.+?)\] \*", output, re.M) if " : Validating arguments against " not in t}
+
+
+def test_health_only_run_checks_every_node_prints_one_line_each_and_deploys_nothing(tmp_path):
+    proc = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    ran = tasks_run(proc.stdout)
+    assert ran <= HEALTH_TASKS, sorted(ran - HEALTH_TASKS)
+    assert "gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)" in ran
+    lines = re.findall(r'^\s+"(node\d: .*)",?$', proc.stdout, re.M)
+    assert len(lines) == 3, proc.stdout[-3000:]
+    assert lines[0].startswith("node1: failed: 7 of 8 expected GPUs present; xid 79 (GPU has fallen off the bus)")
+    assert lines[1] == "node2: healthy"
+    assert lines[2] == "node3: degraded: gpu 3: PCIe link Gen3 x8 (max Gen5 x16)"
+    # nothing but the textfiles was written: no deployment, no release
+    assert not (tmp_path / "sglang").exists()
+    node1 = (tmp_path / "node1/gpufleet_gpu_health.prom").read_text(encoding="utf-8")
+    assert "\ngpufleet_node_health 2\n" in node1
+    assert "\ngpufleet_gpu_count 7\n" in node1
+    assert "\ngpufleet_node_health 0\n" in (tmp_path / "node2/gpufleet_gpu_health.prom").read_text(encoding="utf-8")
+    # the first run creates each node's textfile directory and writes its textfile
+    assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M) == ["2", "2", "2"]
+    # the same verdicts again: the textfiles are rewritten but nothing is reported changed
+    again = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M) == ["0", "0", "0"]
+
+
+def test_rollout_stops_at_a_failed_gpu_before_anything_changes(tmp_path):
+    # in check mode, so that a rollout that did not stop (the code before the check) changes nothing here;
+    # the stop does not depend on check mode (extensions/molecule/fleet drill H runs it for real)
+    proc = playbook(tmp_path, ["node1"], "playbooks/sglang.yml", "--check")
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    message = re.search(r'"msg": "(node1: GPU health failed: [^"]*)"', proc.stdout)
+    assert message, proc.stdout[-4000:]
+    text = message.group(1)
+    assert "7 of 8 expected GPUs present; xid 79 (GPU has fallen off the bus) on 0000:81:00" in text
+    assert "Nothing was deployed or restarted on the node." in text
+    assert "No gateway routes to it yet" in text
+    assert "The rollout stops here; no later batch is started." in text
+    ran = tasks_run(proc.stdout)
+    assert "Stop the rollout at a node with a failed GPU" in ran
+    assert not [t for t in ran if t.startswith(("gpufleet.sglang.sglang :", "gpufleet.sglang.throughput_gate"))], ran
+    assert "Deploy and gate" not in proc.stdout
+    assert not (tmp_path / "sglang").exists()
