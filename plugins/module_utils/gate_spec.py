@@ -21,8 +21,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import READY_PATH_BEFORE
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS as HEALTH_LEVELS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import READY_PATH_BEFORE
 
 # Options of the module on the target (GateParams has one field per option).
 GATE_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
