@@ -4,11 +4,12 @@
 
 Shared by the molecule fleet drill (extensions/molecule/fleet/drills.py) and the lab
 (tests/harness/lab.sh upgrade), so both read the same things the same way:
-- the play's output: one drain line per node (``<host>: drained in <s> s (<r> running, <q> queued at
-  removal; budget <b> s; <n> straggler(s) <outcome>), back in the gateway``, plugins/module_utils/
-  rollout_plan.py ``drain_line``; the older form ``(<r> running request(s) at removal)`` too), and
-  the capacity check's ``... of max_unavailable <k> out`` (rollout_plan.py ``room``: the value the
-  play resolved, so a ``-e sglang_rollout_max_unavailable=2`` is seen);
+- the play's output (JSON or YAML results; YAML folds a long message over lines): one drain line
+  per node (``<host>: drained in <s> s (<r> running, <q> queued at removal; budget <b> s; <n>
+  straggler(s) <outcome>), back in the gateway``, plugins/module_utils/rollout_plan.py
+  ``drain_line``; the older form ``(<r> running request(s) at removal)`` too), and the capacity
+  check's ``... of max_unavailable <k> out`` (rollout_plan.py ``room``: the value the play
+  resolved, so a ``-e sglang_rollout_max_unavailable=2`` is seen);
 - the gateway watcher's samples (extensions/molecule/fleet/watch.py, one JSON line each:
   ``{"t": unix time, "workers": {url: is_healthy} or null, ...}``);
 - the traffic summary (tests/tools/traffic.py ``--summary``).
@@ -41,14 +42,20 @@ DRAIN_RE = re.compile(
 ROOM_RE = re.compile(r"\d+ of max_unavailable (\d+) out;")
 
 
+# a line break and the next line's indentation: how a YAML result (callback_result_format = yaml,
+# the project's ansible.cfg) folds a long message; a folded line break reads as one space
+FOLD_RE = re.compile(r"[ \t]*\r?\n[ \t]+")
+
+
 class FiguresError(ValueError):
     """A watcher sample or a traffic summary that does not have the shape its writer gives it."""
 
 
 def drains(output: str) -> list[dict[str, object]]:
-    """Every drain line of a play's output (old or new form), in order; a host's first line counts."""
+    """Every drain line of a play's output (old or new form, folded over lines or not), in order; a
+    host's first line counts."""
     found: dict[str, dict[str, object]] = {}
-    for m in DRAIN_RE.finditer(output):
+    for m in DRAIN_RE.finditer(FOLD_RE.sub(" ", output)):
         try:
             seconds = float(m.group(2))
         except ValueError:  # "1.2.3": not a number the rollout prints
@@ -71,7 +78,7 @@ def drains(output: str) -> list[dict[str, object]]:
 def max_unavailable_used(output: str) -> int | None:
     """The max_unavailable the play's capacity check ran with (the smallest it printed); None when
     no node was let out of the gateway."""
-    values = [int(m.group(1)) for m in ROOM_RE.finditer(output)]
+    values = [int(m.group(1)) for m in ROOM_RE.finditer(FOLD_RE.sub(" ", output))]
     return min(values) if values else None
 
 

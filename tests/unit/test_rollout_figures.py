@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from tools.rollout_figures import (
@@ -292,3 +293,37 @@ def test_any_summary_is_checked_or_named(*, base: bool, over: dict) -> None:
         lines, problems = upgrade_report(play_log(), checked, samples([3, 2]), window=(100.0, 101.0), nodes=3)
         assert lines
         assert all(isinstance(p, str) for p in problems)
+
+
+# the lab's play output as it is printed (callback_result_format = yaml folds long messages)
+LAB_YAML = """TASK [gpufleet.sglang.sglang_gateway : Print the room] **************************
+ok: [lab-sglang1] =>
+    msg: 'lab-sglang1: room to leave the gateway after 1 look(s): 1 of max_unavailable
+        1 out; load 1 within 102.4 of the 2 staying node(s)'
+
+TASK [Print the drain] *********************************************************
+ok: [lab-sglang1] =>
+    msg: 'lab-sglang1: drained in 2.78 s (4 running, 1 queued at removal; budget 120 s;
+        0 straggler(s) drained), back in the gateway'
+"""
+
+
+def test_a_yaml_folded_play_output_reads_back() -> None:
+    assert [(d["node"], d["running"], d["queued"], d["seconds"]) for d in drains(LAB_YAML)] == [
+        ("lab-sglang1", 4, 1, 2.78)
+    ]
+    assert max_unavailable_used(LAB_YAML) == 1
+
+
+@given(host=HOSTS, running=st.integers(0, 500), width=st.integers(20, 120), indent=st.integers(1, 8))
+def test_any_yaml_folding_of_the_lines_reads_back(*, host: str, running: int, width: int, indent: int) -> None:
+    """The drain and room lines dumped as YAML at any width (how Ansible's YAML results fold them)."""
+    text = yaml.dump(
+        {"msg": f"{drain(host, running, 3.5)} {room_line(host, 2).split(': ', 2)[2]}"},
+        width=width,
+        indent=indent,
+        default_flow_style=False,
+    )
+    found = drains(text)
+    assert [(d["node"], d["running"], d["seconds"]) for d in found] == [(host, running, 3.5)]
+    assert max_unavailable_used(text) == 2
