@@ -21,9 +21,13 @@
 #                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), under open-loop
 #                     traffic through the gateway (tests/tools/traffic.py in lab-pve1) at LAB_LOAD_FRACTION
 #                     (default 0.6) of the fleet's capacity, probed first from the nodes' /metrics, with
-#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 2000,4000,6000); prints the requests sent
-#                     and failed, TTFT p50/p99 before and during the rollout, each node's drain and the
-#                     wall time. -e sglang_rollout_max_unavailable=N for N nodes out at once.
+#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 2000,4000,6000), the gateway's workers
+#                     sampled every 0.5 s (extensions/molecule/fleet/watch.py in lab-pve1); prints the figures of
+#                     tests/tools/rollout_figures.py (requests sent and failed, TTFT p50/p99 before and during the
+#                     rollout, each node's drain with running and queued at removal and its wait, the minimum
+#                     of healthy workers against the floor nodes - max_unavailable) and the wall time; fails
+#                     when a request failed, the floor was crossed or no drain waited for a running request.
+#                     -e sglang_rollout_max_unavailable=N for N nodes out at once.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +38,8 @@ lab_ssh_port=2222
 lab_hf_hub_version=2.4.0
 lab_smg_version=1.13.0
 lab_gateway_vmid=100
+# the SGLang nodes as the gateway reaches them (inventories/local: lab-sglang1..3)
+lab_node_urls=(http://127.0.0.1:30001 http://127.0.0.1:30002 http://127.0.0.1:30003)
 known_hosts=$HOME/.ssh/known_hosts
 # the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too)
 [[ -x "$repo/.venv/bin/ansible-playbook" ]] && export PATH="$repo/.venv/bin:$PATH"
@@ -153,50 +159,54 @@ upgrade() {
   ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
     { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
   local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
-  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-2000,4000,6000}
+  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-2000,4000,6000} tools=/usr/local/lib/gpufleet-traffic
+  local node metrics=() watch_nodes=()
+  for node in "${lab_node_urls[@]}"; do metrics+=(--metrics-url "$node"); watch_nodes+=(--node "$node"); done
   podman exec lab-pve1 test -s "$secrets" || { log "no gateway in the lab: run make lab first"; return 2; }
-  # traffic.py checks every stream with the throughput gate's gate_sse.py, found next to it
-  podman exec lab-pve1 mkdir -p /usr/local/lib/gpufleet-traffic
-  podman cp "$repo/tests/tools/traffic.py" lab-pve1:/usr/local/lib/gpufleet-traffic/traffic.py
-  podman cp "$repo/plugins/module_utils/gate_sse.py" lab-pve1:/usr/local/lib/gpufleet-traffic/gate_sse.py
-  podman exec lab-pve1 bash -c 'systemctl stop lab-traffic 2>/dev/null; systemctl reset-failed lab-traffic 2>/dev/null;
-    rm -f /run/lab-traffic.stop /run/lab-traffic.json; echo probe > /run/lab-traffic.phase; true'
+  # traffic.py checks every stream with the throughput gate's gate_sse.py, found next to it; the
+  # gateway's workers are sampled by molecule/fleet's watcher (one sampler for both drills)
+  podman exec lab-pve1 mkdir -p "$tools"
+  podman cp "$repo/tests/tools/traffic.py" "lab-pve1:$tools/traffic.py"
+  podman cp "$repo/plugins/module_utils/gate_sse.py" "lab-pve1:$tools/gate_sse.py"
+  podman cp "$repo/extensions/molecule/fleet/watch.py" "lab-pve1:$tools/watch.py"
+  podman exec lab-pve1 bash -c 'for u in lab-traffic lab-watch; do systemctl stop $u; systemctl reset-failed $u; done 2>/dev/null
+    rm -f /run/lab-traffic.stop /run/lab-traffic.json /run/lab-watch.stop /run/lab-watch.jsonl
+    echo probe > /run/lab-traffic.phase; true'
+  podman exec lab-pve1 systemd-run --unit lab-watch --collect --quiet --property=EnvironmentFile="$secrets" \
+    /usr/bin/python3 "$tools/watch.py" --gateway http://127.0.0.1:8080 "${watch_nodes[@]}" --out /run/lab-watch.jsonl \
+    --stop-file /run/lab-watch.stop --key-env SGLANG_GATEWAY_API_KEY --every-s 0.5
   log "traffic: open loop at $load of the fleet's capacity, streams of $mix tokens, through the gateway"
   podman exec lab-pve1 systemd-run --unit lab-traffic --collect --quiet \
-    --property=EnvironmentFile="$secrets" /usr/bin/python3 /usr/local/lib/gpufleet-traffic/traffic.py \
+    --property=EnvironmentFile="$secrets" /usr/bin/python3 "$tools/traffic.py" \
     --url http://127.0.0.1:8080 --api-key-env SGLANG_GATEWAY_API_KEY --load-fraction "$load" \
-    --capacity-probe-s 3 --probe-concurrency 36 --metrics-url http://127.0.0.1:30001 --metrics-url http://127.0.0.1:30002 \
-    --metrics-url http://127.0.0.1:30003 --api openai --max-new-tokens "$mix" --stream --phase-file /run/lab-traffic.phase \
-    --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
+    --capacity-probe-s 3 --probe-concurrency 36 "${metrics[@]}" --api openai --max-new-tokens "$mix" --stream \
+    --phase-file /run/lab-traffic.phase --stop-file /run/lab-traffic.stop --summary /run/lab-traffic.json --duration-s 3600
   sleep 4
   podman exec lab-pve1 bash -c 'echo before > /run/lab-traffic.phase'
   sleep 15
   podman exec lab-pve1 bash -c 'echo rollout > /run/lab-traffic.phase'
-  local start=$SECONDS rc=0
+  local start=$SECONDS rc=0 t0 t1
+  t0=$(date +%s.%N)
   log "ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml -e sglang_version=$version $*"
   ANSIBLE_FORCE_COLOR=0 ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml \
     -e sglang_version="$version" "$@" 2>&1 | tee "$state/last-upgrade.log" || rc=$?
+  t1=$(date +%s.%N)
   local took=$((SECONDS - start))
   podman exec lab-pve1 bash -c 'echo after > /run/lab-traffic.phase'
   sleep 2
-  podman exec lab-pve1 bash -c 'touch /run/lab-traffic.stop
+  podman exec lab-pve1 bash -c 'touch /run/lab-traffic.stop /run/lab-watch.stop
     for _ in $(seq 1 120); do [[ -s /run/lab-traffic.json ]] && exit 0; sleep 1; done; exit 1' ||
     { log "the traffic generator wrote no summary within 120 s"; rc=1; }
+  podman exec lab-pve1 cat /run/lab-traffic.json >"$state/last-upgrade-traffic.json" || rc=1
+  podman exec lab-pve1 cat /run/lab-watch.jsonl >"$state/last-upgrade-watch.jsonl" || rc=1
   echo
   echo "============================ lab rolling upgrade ============================"
   sed -n '/^PLAY RECAP/,/^$/p' "$state/last-upgrade.log" | tail -n +2
-  grep -oE 'lab-sglang[0-9]: drained in [0-9.]+ s \([^)]*\)' "$state/last-upgrade.log" | sort -u |
-    sed 's/^/drain: /' || true
-  podman exec lab-pve1 python3 -c '
-import json
-s = json.load(open("/run/lab-traffic.json"))
-print("traffic through the gateway: %s req/s open loop (capacity %s), sent %s, ok %s, failed %s %s" % (
-    s.get("rate_rps"), s.get("capacity"), s["sent"], s["ok"], s["failed"], s.get("reasons") or ""))
-for name in ("before", "rollout"):
-    t = s.get("phases", {}).get(name, {}).get("ttft", {})
-    print("TTFT %s: p50 %s s, p99 %s s (%s requests)" % (name, t.get("p50_s"), t.get("p99_s"), t.get("n", 0)))
-raise SystemExit(1 if s["failed"] or not s["sent"] else 0)' || rc=1
-  echo "rolling upgrade to $version: rc=$rc, ${took} s wall time (full log: .cache/lab/last-upgrade.log)"
+  python3 "$repo/tests/tools/rollout_figures.py" --play-log "$state/last-upgrade.log" \
+    --traffic "$state/last-upgrade-traffic.json" --watch "$state/last-upgrade-watch.jsonl" --t0 "$t0" --t1 "$t1" \
+    --nodes "${#lab_node_urls[@]}" --token-mix "$mix" || rc=1
+  echo "rolling upgrade to $version: rc=$rc, ${took} s wall time (full log: .cache/lab/last-upgrade.log;" \
+    "traffic and gateway samples: .cache/lab/last-upgrade-traffic.json, last-upgrade-watch.jsonl)"
   return "$rc"
 }
 

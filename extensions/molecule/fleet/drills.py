@@ -44,6 +44,11 @@ import tempfile
 import threading
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+# the figures' readers shared with tests/harness/lab.sh upgrade: drain lines, watcher samples
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "tools"))
+from rollout_figures import drains, healthy_counts, ms
+
 HOST = "fleet-gw"
 NODES = ("node1", "node2", "node3")
 PORTS = {"node1": 31001, "node2": 31002, "node3": 31003}
@@ -53,7 +58,6 @@ BASE_ENV = {"STANDIN_STARTUP_DELAY_S": "1", "STANDIN_TOKENS_PER_S": "3000", "STA
 CRASH_BOUND_S = 90  # crash loop detected (2 restarts x 1 s) + rollback + readiness + short gate
 URL = {n: f"http://127.0.0.1:{p}" for n, p in PORTS.items()}
 MARK_DIR = "/var/lib/sglang-gateway/out-of-rotation"
-HERE = os.path.dirname(os.path.abspath(__file__))
 KEY_ENV_FILE = "/etc/sglang-gateway/sglang-gateway.secrets.env"
 # traffic.py checks streams with the gate's gate_sse.py (plugins/module_utils, mounted here)
 MODULE_UTILS = "/srv/gpufleet-flag-table"
@@ -491,51 +495,14 @@ FLOOR = len(NODES) - MAX_UNAVAILABLE
 BUDGET_S = 2  # the drain budget of the expiry drill: far below the pinned stream (4,000 tokens, >= 10 s)
 REMOVAL = r"TASK \[gpufleet\.sglang\.sglang_gateway : Remove the node from the gateway\]"
 PHASE_FILE = "/run/fleet-traffic.phase"
-# the old drain line had "(N running request(s) at removal)"; the new one adds queued, budget, stragglers
-DRAIN_RE = re.compile(
-    r"(node\d): drained in ([0-9.]+) s \((\d+) running(?: request\(s\) at removal|, (\d+) queued at removal;"
-    r" budget ([0-9.]+) s; (\d+) straggler\(s\) (drained|aborted|expired))"
-)
 # what the rollout says of an expired drain: its failure message, or a drain line
 EXPIRED_RE = re.compile(r"drain budget ran out: (\d+) request\(s\) left|(\d+) straggler\(s\) expired")
-
-
-def drains(output: str) -> list[dict[str, object]]:
-    """Every drain line of a play's output (old or new form); a node's line appears once."""
-    found: dict[str, dict[str, object]] = {}
-    for m in DRAIN_RE.finditer(output):
-        found.setdefault(
-            m.group(1),
-            {
-                "node": m.group(1),
-                "seconds": float(m.group(2)),
-                "running": int(m.group(3)),
-                "queued": int(m.group(4) or 0),
-                "budget_s": m.group(5) or "?",
-                "stragglers": int(m.group(6) or 0),
-                "outcome": m.group(7) or "drained",
-            },
-        )
-    return list(found.values())
 
 
 def set_phase(name: str) -> float:
     """Mark the traffic's phase (the generator files each request under the phase it was sent in)."""
     on_host(f"printf '%s\\n' {name} > {PHASE_FILE}.tmp && mv {PHASE_FILE}.tmp {PHASE_FILE}")
     return time.time()
-
-
-def healthy_counts(samples: list[dict], t0: float, t1: float) -> list[int]:
-    """Healthy workers the gateway listed in each watcher sample between t0 and t1."""
-    return [
-        sum(1 for healthy in smp["workers"].values() if healthy)
-        for smp in samples
-        if t0 <= smp["t"] <= t1 and smp["workers"] is not None
-    ]
-
-
-def ms(value: object) -> str:
-    return "-" if value is None else f"{float(value) * 1000:.0f} ms"
 
 
 def check_samples(samples: list[dict]) -> None:
