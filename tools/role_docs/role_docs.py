@@ -297,8 +297,8 @@ def check_module_defaults(role: Role) -> list[str]:
         if mod is None:
             continue
         mod_type = str(mod.get("type", "str"))
-        if name in role.defaults:  # the role computes it; the spec is compared with defaults/main.yml
-            value = role.defaults[name]
+        if name in role.defaults or name in role.inherited:  # the role (or a meta dependency) computes it
+            value = role.defaults.get(name, role.inherited.get(name))
             if "default" in mod and not is_template(value) and same_default(mod_type, mod["default"], value):
                 errors.append(
                     f"{defaults_file}: {name} restates the module's default {json.dumps(mod['default'])} "
