@@ -288,3 +288,32 @@ def test_default_from_a_meta_dependency_counts(tmp_path: Path) -> None:
 def test_default_from_a_meta_dependency_must_agree(tmp_path: Path) -> None:
     found = errors(with_dependency(tmp_path, "/srv/shared"))
     assert any('main.shared_root says default "/opt/shared", a meta dependency' in e for e in found), found
+
+
+def test_every_tasks_from_of_the_collection_names_a_declared_entry_point() -> None:
+    assert role_docs.tasks_from_errors(REPO) == []
+
+
+@pytest.mark.parametrize(
+    ("tasks_from", "fails"),
+    [("facts", False), ("main", False), ("model", True), ("facts.yml", True), ("{{ entry }}", False)],
+)
+def test_a_tasks_from_that_names_no_declared_entry_point_is_named(tmp_path: Path, tasks_from: str, fails: bool) -> None:
+    spec = SPEC + "  facts:\n    short_description: Facts\n    options: {}\n"
+    make_role(tmp_path / "roles", spec=spec)
+    play = tmp_path / "playbooks" / "play.yml"
+    play.parent.mkdir()
+    play.write_text(
+        "---\n- name: A play\n  hosts: all\n  tasks:\n    - name: In a block\n      block:\n"
+        "        - name: Include\n          ansible.builtin.include_role:\n"
+        f'            name: gpufleet.sglang.demo\n            tasks_from: "{tasks_from}"\n'
+    )
+    found = role_docs.tasks_from_errors(tmp_path)
+    if fails:
+        assert found == [
+            f"playbooks/play.yml: tasks_from {tasks_from} of role demo is not an entry point of "
+            "roles/demo/meta/argument_specs.yml (declared: main, facts); declare it there, "
+            "or name a declared one (without .yml)"
+        ]
+    else:
+        assert found == []

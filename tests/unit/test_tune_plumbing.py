@@ -175,7 +175,8 @@ def test_role_argument_spec_and_defaults_agree():
     meta = yaml.safe_load((role / "meta" / "main.yml").read_text(encoding="utf-8"))
     assert {"role": "gpufleet.sglang.sglang_common"} in meta["dependencies"]
     common = role.parent / "sglang_common" / "defaults" / "main.yml"
-    defaults = {**yaml.safe_load(common.read_text(encoding="utf-8")), **defaults}
+    # (sglang_common holds the collection's other cross-role defaults too; this role declares the one it documents)
+    defaults = {"sglang_root": yaml.safe_load(common.read_text(encoding="utf-8"))["sglang_root"], **defaults}
     options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))["argument_specs"][
         "main"
     ]["options"]

@@ -24,7 +24,10 @@ So both must say the same, and so must the README. The rules (README.md here):
 - a README with a hand-written variable table (a table whose header starts `| variable |`; there
   may be several, e.g. one per entry point) has a row for every option of every entry point, and no
   row naming a variable that is no option (a row may name several: `a` / `_b`, `a`, `b`);
-- a README section between the role_docs markers is exactly what `write` generates from the spec.
+- a README section between the role_docs markers is exactly what `write` generates from the spec;
+- every `tasks_from` of an include_role/import_role (in roles/, playbooks/, extensions/, tests/,
+  site.yml) names an entry point the role declares in meta/argument_specs.yml: the other files of a
+  role are its own (`check` without role names).
 """
 
 from __future__ import annotations
@@ -297,8 +300,8 @@ def check_module_defaults(role: Role) -> list[str]:
         if mod is None:
             continue
         mod_type = str(mod.get("type", "str"))
-        if name in role.defaults:  # the role computes it; the spec is compared with defaults/main.yml
-            value = role.defaults[name]
+        if name in role.defaults or name in role.inherited:  # the role (or a meta dependency) computes it
+            value = role.defaults.get(name, role.inherited.get(name))
             if "default" in mod and not is_template(value) and same_default(mod_type, mod["default"], value):
                 errors.append(
                     f"{defaults_file}: {name} restates the module's default {json.dumps(mod['default'])} "
@@ -531,6 +534,54 @@ def default_shown(opt: dict[str, Any], shown: str) -> bool:
     return same_value(opt.get("type", "str"), default, value) or inner == str(default)
 
 
+# Where include_role/import_role tasks live: every tasks_from there names a declared entry point.
+TASK_SOURCES = ("roles", "playbooks", "extensions", "tests", "site.yml")
+INCLUDE_KEYS = {f"{prefix}{verb}_role" for prefix in ("", "ansible.builtin.") for verb in ("include", "import")}
+
+
+def role_includes(data: Any) -> list[tuple[str, str]]:
+    """(role name, tasks_from) of every include_role/import_role with a literal tasks_from in parsed YAML."""
+    found: list[tuple[str, str]] = []
+    if isinstance(data, list):
+        for item in data:
+            found += role_includes(item)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            if key in INCLUDE_KEYS and isinstance(value, dict) and "tasks_from" in value and "name" in value:
+                tasks_from = str(value["tasks_from"])
+                if "{{" not in tasks_from:
+                    found.append((str(value["name"]).rsplit(".", maxsplit=1)[-1], tasks_from))
+            else:
+                found += role_includes(value)
+    return found
+
+
+def tasks_from_errors(repo: Path) -> list[str]:
+    """Every tasks_from of a role of this collection names an entry point of its meta/argument_specs.yml."""
+    errors = []
+    files = []
+    for source in TASK_SOURCES:
+        path = repo / source
+        files += [path] if path.is_file() else sorted(path.rglob("*.yml")) if path.is_dir() else []
+    for file in files:
+        try:
+            documents = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            continue  # not an Ansible file (ansible-lint and yamllint read these)
+        for role_name, tasks_from in role_includes(documents):
+            spec = repo / "roles" / role_name / "meta" / "argument_specs.yml"
+            if not spec.is_file():
+                continue
+            entries = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("argument_specs") or {}
+            if tasks_from not in entries:
+                errors.append(
+                    f"{file.relative_to(repo)}: tasks_from {tasks_from} of role {role_name} is not an entry point of "
+                    f"roles/{role_name}/meta/argument_specs.yml (declared: {', '.join(entries)}); declare it there, "
+                    "or name a declared one (without .yml)"
+                )
+    return errors
+
+
 def roles_from(roles_dir: Path, names: list[str]) -> list[Path]:
     if not names:
         return sorted(p for p in roles_dir.iterdir() if (p / "meta" / "argument_specs.yml").is_file())
@@ -565,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"role_docs: wrote roles/{role.name}/README.md")
             continue
         errors += check_specs(role) + check_module_defaults(role) + check_readme(role)
+    if args.command == "check" and not args.roles:
+        errors += tasks_from_errors(args.roles_dir.parent)
     if args.command == "check":
         for error in errors:
             print(error, file=sys.stderr)
