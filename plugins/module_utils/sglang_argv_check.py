@@ -144,9 +144,9 @@ def main() -> int:
     else:
         usage = "usage: sglang_argv_check.py -- ARGV... | --dump-flags"
         rc, result = 2, _result(False, "usage", None, usage, [])
-    print(json.dumps(result, sort_keys=True))
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return rc
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
