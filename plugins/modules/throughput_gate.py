@@ -285,7 +285,7 @@ options:
     description:
       - The node's GPU health when the gate runs (the role passes C(sglang_server_gpu_health) of the entry point
         C(health) of role sglang_server), kept in the history record (the fleet report shows it) and appended to
-        the summary row (C(; gpu degraded: ...)). Needs O(baseline_dir).
+        the summary row (C(gpu degraded) and the reasons). Needs O(baseline_dir).
     type: dict
     suboptions:
       level:

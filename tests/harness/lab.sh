@@ -21,7 +21,7 @@
 #                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), under open-loop
 #                     traffic through the gateway (tests/tools/traffic.py in lab-pve1) at LAB_LOAD_FRACTION
 #                     (default 0.6) of the fleet's capacity, probed first from the nodes' /metrics, with
-#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 2000,4000,6000), the gateway's workers
+#                     OpenAI streams of LAB_TOKEN_MIX tokens (default 4000,8000,12000), the gateway's workers
 #                     sampled every 0.5 s (extensions/molecule/fleet/watch.py in lab-pve1); prints the figures of
 #                     tests/tools/rollout_figures.py (requests sent and failed, TTFT p50/p99 before and during the
 #                     rollout, each node's drain with running and queued at removal and its wait, the minimum
@@ -159,7 +159,7 @@ upgrade() {
   ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
     { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
   local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
-  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-2000,4000,6000} tools=/usr/local/lib/gpufleet-traffic
+  local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-4000,8000,12000} tools=/usr/local/lib/gpufleet-traffic
   local node metrics=() watch_nodes=()
   for node in "${lab_node_urls[@]}"; do metrics+=(--metrics-url "$node"); watch_nodes+=(--node "$node"); done
   podman exec lab-pve1 test -s "$secrets" || { log "no gateway in the lab: run make lab first"; return 2; }

@@ -46,7 +46,11 @@ def test_a_journal_that_cannot_be_written_is_named_and_the_old_one_kept(tmp_path
     """The journal and the candidate's options are written by atomic_file.replace_file (one atomic write)."""
     path = str(tmp_path / "tune-journal.json")
     tune_journal.write(path, {"state": "begun", "original": "d-1"})
-    monkeypatch.setattr(os, "replace", lambda *args: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+
+    def refuse(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(OSError, match=f"cannot write {path}: Permission denied"):
         tune_journal.write(path, {"state": "candidate", "original": "d-1"})
     with pytest.raises(OSError, match=f"cannot write {path}: Permission denied"):

@@ -23,7 +23,7 @@ E    (under the traffic of A, before its rollout) the canary's drain budget
      release, not restarted; the stragglers are counted and the stream finishes.
 A    rolling upgrade of the three nodes to 0.5.23 (max_unavailable 1) at 60% of the fleet's measured
      capacity: open-loop arrivals (tests/tools/traffic.py --load-fraction, capacity probed from the
-     nodes' /metrics), OpenAI streams of 2,000-6,000 tokens. No failed request; the gateway never lists
+     nodes' /metrics), OpenAI streams of 4,000-12,000 tokens. No failed request; the gateway never lists
      fewer than 3 - max_unavailable healthy workers (sampled every 0.5 s) nor a node between its
      removal and its add-back; drains start with streams running and wait for them; TTFT p50/p99
      before and during the rollout, drain figures and wall time printed. (The gateway restart of
@@ -485,11 +485,11 @@ def start_background(unit: str, argv: str) -> None:
 
 
 # A: the fleet at LOAD_FRACTION of its measured capacity (open loop: arrivals do not wait for answers),
-# OpenAI streams of TOKEN_MIX tokens (5-16 s each at the stand-in's 375 tok/s per stream: smg takes
+# OpenAI streams of TOKEN_MIX tokens (11-32 s each at the stand-in's 375 tok/s per stream: smg takes
 # about 5 s to delist a removed worker, during which shorter streams end, so the drain would find
 # none); one node out leaves 2/3 of the capacity, above the load
 LOAD_FRACTION = 0.6
-TOKEN_MIX = "2000,4000,6000"
+TOKEN_MIX = "4000,8000,12000"
 MAX_UNAVAILABLE = 1
 FLOOR = len(NODES) - MAX_UNAVAILABLE
 BUDGET_S = 2  # the drain budget of the expiry drill: far below the pinned stream (4,000 tokens, >= 10 s)
