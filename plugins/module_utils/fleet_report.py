@@ -203,6 +203,41 @@ def load_history(directory: str) -> tuple[list[dict[str, Any]], list[str]]:
     return runs, problems
 
 
+# the most of a history's end read for its last run (a run record is about 2 KiB)
+LAST_RUN_TAIL_BYTES = 1 << 20
+
+
+def last_run(data: bytes, key: dict[str, str]) -> dict[str, Any] | None:
+    """The report's row of the newest run in a history's bytes (one key's ``*.history.jsonl``) whose
+    ``key`` is ``key``, None when there is none. Only the last :data:`LAST_RUN_TAIL_BYTES` are read; a
+    line that is not a valid run record (cut off, corrupt, another key) is passed over, so a damaged end
+    of the file can only make an older run, or none, the newest one: never a made-up one."""
+    want = dict(key)
+    lines = data[-LAST_RUN_TAIL_BYTES:].split(b"\n")
+    for raw in reversed(lines):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+            if not isinstance(rec, dict) or rec.get("key") != want:
+                continue
+            return run_from_record(rec, "")
+        except (ValueError, RecordError):
+            continue
+    return None
+
+
+def passed(row: dict[str, Any] | None) -> bool:
+    """Whether a run row (:func:`last_run`) is a PASS with a measured throughput."""
+    return bool(
+        row
+        and row["verdict"].lower() == "pass"
+        and not row["failed"]
+        and row["median_output_tokens_per_s"] is not None
+        and row["median_output_tokens_per_s"] > 0
+    )
+
+
 CANDIDATE_TEXT = ("flags", "status", "verdict", "reason")
 CANDIDATE_NUMBERS = ("median_output_tokens_per_s", "p_vs_best", "gpu_power_pct_of_limit")
 
