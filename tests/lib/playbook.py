@@ -5,11 +5,12 @@
 ``ansible-inventory``) against this checkout; import it as ``from lib.playbook import ...``
 (pyproject.toml puts tests/ on pytest's pythonpath).
 
-- :func:`settings`: the environment every Ansible run of the tests gets, said once here: this
+- :func:`ansible_settings`: the environment every Ansible run of the tests gets, said once here: this
   checkout's ansible.cfg and collection (collections/ansible_collections/gpufleet/sglang links to
   the checkout), the venv's commands first on PATH (as the Makefile exports it, so that a bare
   ``pytest`` runs what ``make`` runs), no colour. ansible-runner adds its ``envvars`` to the
-  caller's environment itself: pass it ``settings()``.
+  caller's environment itself: pass it ``ansible_settings()``, and :func:`runner_data_dir` makes
+  its private data directory.
 - :func:`run_playbook` and :func:`run_tool`: run a command of the venv with that environment,
   its output captured, under a timeout that holds: at the deadline the command and every process
   it started (its own process group) are killed and the test fails with the tail of the output.
@@ -40,7 +41,7 @@ TAIL_CHARS = 3000
 DRAIN_S = 10.0
 
 
-def settings() -> dict[str, str]:
+def ansible_settings() -> dict[str, str]:
     """The variables every Ansible run of the tests sets, on top of the caller's environment.
 
     Colour is off with ANSIBLE_NOCOLOR and ANSIBLE_FORCE_COLOR=0 both: Ansible lets a forced colour
@@ -56,9 +57,18 @@ def settings() -> dict[str, str]:
     }
 
 
+def runner_data_dir(tmp_path: Path, play: str) -> Path:
+    """A new ansible-runner private data directory under ``tmp_path`` (``runner-0``, ``runner-1``, ... in the
+    order of the runs) with ``play`` as project/play.yml: pass ``playbook="play.yml"``."""
+    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
+    (pdd / "project").mkdir(parents=True)
+    (pdd / "project" / "play.yml").write_text(play)
+    return pdd
+
+
 def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment with :func:`settings` and then ``env`` (a test's own variables) over it."""
-    return {**os.environ, **settings(), **(env or {})}
+    """The caller's environment with :func:`ansible_settings` and then ``env`` (a test's own variables) over it."""
+    return {**os.environ, **ansible_settings(), **(env or {})}
 
 
 def tail(stdout: str, stderr: str, chars: int = TAIL_CHARS) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lib.playbook import BIN, REPO, Result, run_playbook, run_tool, settings
+from lib.playbook import BIN, REPO, Result, ansible_settings, run_playbook, run_tool, runner_data_dir
 
 LOCAL = "localhost,"  # an inline inventory: the play sets the local connection itself
 
@@ -69,7 +69,7 @@ def test_a_play_gets_the_checkouts_settings_the_tests_variables_and_check_mode(t
 
 
 def test_settings_put_the_venv_first_and_colour_off():
-    env = settings()
+    env = ansible_settings()
     assert env["PATH"].split(":")[0] == str(BIN)
     assert (env["ANSIBLE_NOCOLOR"], env["ANSIBLE_FORCE_COLOR"]) == ("1", "0")
     assert env["ANSIBLE_COLLECTIONS_PATH"] == str(REPO / "collections")
@@ -116,3 +116,35 @@ def test_the_tail_is_the_end_of_each_stream():
     assert "err-start" not in text
     assert "last 100 of 5007 characters" in text
     assert Result(("x",), 0, "", "").tail() == "(no output)"
+
+
+def test_ansible_runner_runs_in_its_data_dirs_with_the_settings(tmp_path):
+    """The integration tests' way (ansible-runner): each run its own data dir, the same settings."""
+    import ansible_runner  # noqa: PLC0415 - only this test drives ansible-runner
+
+    play = yaml.safe_dump(
+        [
+            {
+                "name": "Runner",
+                "hosts": "all",
+                "gather_facts": False,
+                "tasks": [{"ansible.builtin.debug": {"msg": "{{ lookup('ansible.builtin.env', 'ANSIBLE_CONFIG') }}"}}],
+            }
+        ]
+    )
+    dirs = [runner_data_dir(tmp_path, play) for _ in range(2)]
+    assert [d.name for d in dirs] == ["runner-0", "runner-1"]
+    assert (dirs[1] / "project" / "play.yml").read_text() == play
+    runner = ansible_runner.run(
+        private_data_dir=str(dirs[1]),
+        playbook="play.yml",
+        inventory="localhost ansible_connection=local",
+        envvars=ansible_settings(),
+        quiet=True,
+        timeout=120,
+    )
+    output = runner.stdout.read()
+    assert runner.rc == 0, output[-3000:]
+    msgs = [e["event_data"]["res"]["msg"] for e in runner.events if e.get("event") == "runner_on_ok"]
+    assert msgs == [str(REPO / "ansible.cfg")]
+    assert "\x1b[" not in output  # ansible-runner runs it on a terminal: colour would be on without the settings
