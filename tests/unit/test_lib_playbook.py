@@ -8,6 +8,7 @@ check mode, and a timeout kills the command with every process it started."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def test_a_play_gets_the_checkouts_settings_the_tests_variables_and_check_mode(t
 
 def test_settings_put_the_venv_first_and_colour_off():
     env = ansible_settings()
-    assert env["PATH"].split(":")[0] == str(BIN)
+    assert env["PATH"].split(os.pathsep, maxsplit=1)[0] == str(BIN)
     assert (env["ANSIBLE_NOCOLOR"], env["ANSIBLE_FORCE_COLOR"]) == ("1", "0")
     assert env["ANSIBLE_COLLECTIONS_PATH"] == str(REPO / "collections")
 
@@ -132,7 +133,7 @@ def test_ansible_runner_runs_in_its_data_dirs_with_the_settings(tmp_path):
             }
         ]
     )
-    dirs = [runner_data_dir(tmp_path, play) for _ in range(2)]
+    dirs = [runner_data_dir(tmp_path, play), runner_data_dir(tmp_path, play)]
     assert [d.name for d in dirs] == ["runner-0", "runner-1"]
     assert (dirs[1] / "project" / "play.yml").read_text() == play
     runner = ansible_runner.run(
