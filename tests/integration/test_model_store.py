@@ -21,11 +21,11 @@ from urllib.parse import quote
 
 import ansible_runner
 import pytest
+from lib.playbook import ansible_settings, runner_data_dir
 
 if TYPE_CHECKING:  # the hub fixture is in conftest.py
     from integration.conftest import HubStandIn
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("GPUFLEET_CACHE", Path.home() / ".cache" / "gpufleet"))
 VENV = CACHE / "model-store-hf-venv"
 
@@ -62,9 +62,7 @@ class Run:
 
 
 def run_role(tmp_path: Path, models: list[dict], check: bool = False, **more) -> Run:
-    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "project" / "play.yml").write_text(PLAY)
+    pdd = runner_data_dir(tmp_path, PLAY)
     extravars = {
         "model_store_models": models,
         "model_store_dir": str(tmp_path / "store"),
@@ -77,11 +75,7 @@ def run_role(tmp_path: Path, models: list[dict], check: bool = False, **more) ->
         private_data_dir=str(pdd),
         playbook="play.yml",
         extravars=extravars,
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-            "ANSIBLE_NOCOLOR": "1",
-        },
+        envvars=ansible_settings(),
         cmdline="--check" if check else None,
         quiet=True,
         timeout=600,
@@ -368,11 +362,7 @@ def run_module_directly(tmp_path: Path, endpoint: str) -> Run:
         private_data_dir=str(pdd),
         playbook="play.yml",
         extravars={"store": str(tmp_path / "store"), "endpoint": endpoint, "venv": str(VENV)},
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-            "ANSIBLE_NOCOLOR": "1",
-        },
+        envvars=ansible_settings(),
         verbosity=3,
         quiet=True,
         timeout=300,

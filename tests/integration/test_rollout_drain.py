@@ -9,18 +9,16 @@ aborts when the budget runs out, and prints the rollout's line."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 from pathlib import Path
 
 import ansible_runner
 import pytest
+from lib.playbook import ansible_settings, runner_data_dir
 from test_rollout_room import FakeGateway, metrics, stream, wait_for
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
-
-REPO = Path(__file__).resolve().parents[2]
 
 PLAY = """
 - name: Room and drain for one node
@@ -56,9 +54,7 @@ PLAY = """
 
 
 def run(tmp_path: Path, gw: FakeGateway, node_url: str, other_url: str, **extravars) -> tuple[int, list[str], str]:
-    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "project" / "play.yml").write_text(PLAY)
+    pdd = runner_data_dir(tmp_path, PLAY)
     (pdd / "inventory").mkdir()
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inv = {
@@ -86,12 +82,7 @@ def run(tmp_path: Path, gw: FakeGateway, node_url: str, other_url: str, **extrav
         private_data_dir=str(pdd),
         playbook="play.yml",
         extravars=ev,
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-            "ANSIBLE_NOCOLOR": "1",
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        },
+        envvars=ansible_settings(),
         quiet=True,
         timeout=240,
     )

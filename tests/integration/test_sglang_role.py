@@ -28,6 +28,7 @@ from integration.sglang_wheels import (
     uv_wheel_path,
     wheel_path,
 )
+from lib.playbook import ansible_settings, runner_data_dir
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import LAYOUTS, inspect_sglang
 
@@ -102,20 +103,8 @@ class Run:
         self.output = runner.stdout.read()
 
 
-def runner_env() -> dict[str, str]:
-    """The environment of every ansible-runner run: this checkout's config and collection, no colour."""
-    return {
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_NOCOLOR": "1",
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-    }
-
-
 def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, diff: bool = False) -> Run:
-    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "project" / "play.yml").write_text(text)
+    pdd = runner_data_dir(tmp_path, text)
     (pdd / "project" / "case.yml").write_text(CASE_TASKS)
     cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
     runner = ansible_runner.run(
@@ -124,7 +113,7 @@ def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, dif
         inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
         extravars=extravars,
         cmdline=cmdline or None,
-        envvars=runner_env(),
+        envvars=ansible_settings(),
         quiet=True,
     )
     return Run(runner)
@@ -563,7 +552,7 @@ def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
             playbook="play.yml",
             inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
             extravars=node_vars(tmp_path, node, index, cache, sglang_uv_compile_bytecode=False),
-            envvars=runner_env(),
+            envvars=ansible_settings(),
             quiet=True,
         )[1]
         runs.append(runner)

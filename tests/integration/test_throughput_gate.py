@@ -12,7 +12,6 @@ power and clock-event reasons. Loads are small and bounded (a few hundred reques
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import ansible_runner
 import pytest
+from lib.playbook import ansible_settings, runner_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 NVIDIA_SMI = REPO / "tests" / "standins" / "nvidia-smi"
@@ -80,16 +80,8 @@ class Result:
 def run_play(
     tmp_path: Path, text: str, extravars: dict, task: str, *, check: bool = False, env=None, timeout: int | None = None
 ) -> Result:
-    pdd = tmp_path / f"runner-{len(list(tmp_path.glob('runner-*')))}"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "project" / "play.yml").write_text(text)
-    envvars = {
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),
-        "ANSIBLE_NOCOLOR": "1",
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILE),
-    }
+    pdd = runner_data_dir(tmp_path, text)
+    envvars = {**ansible_settings(), "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILE)}
     envvars.update(env or {})
     runner = ansible_runner.run(
         private_data_dir=str(pdd),

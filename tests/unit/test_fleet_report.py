@@ -11,8 +11,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
@@ -20,6 +18,7 @@ from xml.etree import ElementTree
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.playbook import run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
     RUN_COLUMNS,
@@ -170,25 +169,12 @@ def _render_with_playbook(tmp_path) -> Path:
     data = tmp_path / "baselines"
     shutil.copytree(FIXTURES, data)
     dest = tmp_path / "out" / "report.html"
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(REPO / "inventories" / "local"),
-            str(REPO / "playbooks" / "report.yml"),
-            "-e",
-            f"throughput_gate_baseline_dir={data}",
-            "-e",
-            f"fleet_report_dest={dest}",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+    proc = run_playbook(
+        REPO / "playbooks" / "report.yml",
+        inventory=REPO / "inventories" / "local",
+        extra_vars={"throughput_gate_baseline_dir": str(data), "fleet_report_dest": str(dest)},
         timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ).expect(0)
     assert "wrote " in proc.stdout
     return dest
 

@@ -9,9 +9,7 @@ and the model of docs/fleet-scale.md (benchmarks/fleet_scale.py) against the lab
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.playbook import run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -126,17 +125,7 @@ def test_ansible_runs_200_hosts_in_the_batches_the_filter_gives(tmp_path):
     ]
     play = tmp_path / "batches.yml"
     play.write_text(yaml.safe_dump(plays, sort_keys=False), encoding="utf-8")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(_inventory(tmp_path, 200)), str(play)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_playbook(play, inventory=_inventory(tmp_path, 200), timeout=300).expect(0)
     seen: dict[str, list[list[str]]] = {str(mu): [] for mu in settings_}
     for mu, hosts in re.findall(r"BATCH (\S+) (node[\d,node]*)", proc.stdout):
         seen[mu].append(hosts.split(","))

@@ -14,13 +14,12 @@ Each node reads its own stand-in profile through a wrapper (nodes share this mac
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from lib.playbook import Result, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests/standins/nvidia-smi"
@@ -79,25 +78,10 @@ def inventory(tmp_path: Path, nodes: list[str]) -> Path:
     return path
 
 
-def playbook(tmp_path: Path, nodes: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_RETRY_FILES_ENABLED="0",
-    )
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory(tmp_path, nodes)), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+def playbook(tmp_path: Path, nodes: list[str], play: str, *args: str, check: bool = False) -> Result:
+    # the default callback with JSON results: the tests read the tasks' messages as JSON strings
+    env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+    return run_playbook(REPO / play, inventory=inventory(tmp_path, nodes), args=args, env=env, check=check, timeout=600)
 
 
 def tasks_run(output: str) -> set[str]:
@@ -106,9 +90,7 @@ def tasks_run(output: str) -> set[str]:
 
 
 def test_health_only_run_checks_every_node_prints_one_line_each_and_deploys_nothing(tmp_path):
-    proc = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health")
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+    proc = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health").expect(0)
     ran = tasks_run(proc.stdout)
     assert ran <= HEALTH_TASKS, sorted(ran - HEALTH_TASKS)
     assert "gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)" in ran
@@ -126,16 +108,14 @@ def test_health_only_run_checks_every_node_prints_one_line_each_and_deploys_noth
     # the first run creates each node's textfile directory and writes its textfile
     assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M) == ["2", "2", "2"]
     # the same verdicts again: the textfiles are rewritten but nothing is reported changed
-    again = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health")
-    assert again.returncode == 0, again.stdout[-3000:]
+    again = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health").expect(0)
     assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M) == ["0", "0", "0"]
 
 
 def test_rollout_stops_at_a_failed_gpu_before_anything_changes(tmp_path):
     # in check mode, so that a rollout that did not stop (the code before the check) changes nothing here;
     # the stop does not depend on check mode (extensions/molecule/fleet drill H runs it for real)
-    proc = playbook(tmp_path, ["node1"], "playbooks/sglang.yml", "--check")
-    assert proc.returncode == 2, proc.stdout[-4000:]
+    proc = playbook(tmp_path, ["node1"], "playbooks/sglang.yml", check=True).expect(2)
     message = re.search(r'"msg": "(node1: GPU health failed: [^"]*)"', proc.stdout)
     assert message, proc.stdout[-4000:]
     text = message.group(1)

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import configparser
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from lib.playbook import run_tool
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORIES = REPO / "inventories"
-BIN = Path(shutil.which("ansible-inventory") or REPO / ".venv" / "bin" / "ansible-inventory").parent
 GROUPS = ("proxmox_hosts", "proxmox_containers", "gpu_nodes", "sglang_nodes", "sglang_gateway", "monitoring")
 # groups whose number of hosts is a value, not shape (the reference spreads its nodes over 3 hosts)
 COUNTED_AS_VALUE = ("proxmox_hosts",)
 GROUP_FILES = tuple(f"group_vars/{g}.yml" for g in GROUPS)
-ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1"}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -159,10 +156,6 @@ def test_ansible_cfg_keeps_host_key_checking_on() -> None:
     assert "UserKnownHostsFile=/dev/null" not in ssh_args
 
 
-def ansible(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, env=ENV, cwd=REPO, timeout=120, check=False)
-
-
 def add_second_host(inv: Path) -> None:
     """What a user does: copy host_vars/pve1.yml, give the copy's container its own identity,
     name the new host and container in hosts.yml."""
@@ -184,8 +177,7 @@ def test_a_second_proxmox_host_gets_its_own_containers(tmp_path: Path) -> None:
     shutil.copytree(INVENTORIES / "lab", inv, ignore=shutil.ignore_patterns(".gpufleet"))
     add_second_host(inv)
 
-    listed = ansible(str(BIN / "ansible-inventory"), "-i", str(inv), "--list")
-    assert listed.returncode == 0, listed.stderr
+    listed = run_tool("ansible-inventory", "-i", inv, "--list", timeout=120).expect(0)
     hostvars = json.loads(listed.stdout)["_meta"]["hostvars"]
     lists = {
         h: [(c["vmid"], c["hostname"]) for c in hostvars[h]["proxmox_lxc_gpu_containers"]] for h in ("pve1", "pve4")
@@ -194,17 +186,17 @@ def test_a_second_proxmox_host_gets_its_own_containers(tmp_path: Path) -> None:
 
     # each container's pct connection resolves to its own Proxmox host and vmid (debug never connects)
     msg = "{{ ansible_connection }} {{ ansible_host }}:{{ ansible_port }} vmid={{ proxmox_vmid }}"
-    shown = ansible(
-        str(BIN / "ansible"),
+    shown = run_tool(
+        "ansible",
         "-i",
-        str(inv),
+        inv,
         "proxmox_containers",
         "-m",
         "ansible.builtin.debug",
         "-a",
         json.dumps({"msg": msg}),
-    )
-    assert shown.returncode == 0, shown.stdout + shown.stderr
+        timeout=120,
+    ).expect(0)
     got = dict(re.findall(r"^([\w-]+) \| SUCCESS => *\n(?:.*\n)*?\s+msg: (.+)$", shown.stdout, re.M))
     assert got == {
         "sglang-01": "community.proxmox.proxmox_pct_remote 192.0.2.10:22 vmid=101",

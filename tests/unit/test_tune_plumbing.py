@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lib.playbook import run_tool
 
 from ansible_collections.gpufleet.sglang.plugins.action.sglang_tune import candidate_flags, failure_status, power_pct
 from ansible_collections.gpufleet.sglang.plugins.module_utils import tune_journal
@@ -101,28 +100,12 @@ def test_two_matching_tuned_profiles_are_an_error(tmp_path):
 
 def _lookup(directory, **args) -> tuple[int, str]:
     """Run the lookup the way role sglang_server does, in a real ansible run."""
-    repo = Path(__file__).resolve().parents[2]
     terms = ", ".join(f"{k}={v!r}" for k, v in args.items())
     expr = f"{{{{ lookup('gpufleet.sglang.sglang_tuned_profile', {str(directory)!r}, {terms}) | to_json }}}}"
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(repo / "collections"), ANSIBLE_CONFIG=str(repo / "ansible.cfg"))
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-c",
-            "local",
-            "-m",
-            "ansible.builtin.debug",
-            "-a",
-            f"msg={expr}",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_tool(
+        "ansible", "localhost", "-c", "local", "-m", "ansible.builtin.debug", "-a", f"msg={expr}", timeout=120
     )
-    return proc.returncode, proc.stdout + proc.stderr
+    return done.rc, done.output
 
 
 def test_lookup_returns_the_flags_or_nothing(tmp_path):
