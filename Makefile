@@ -26,7 +26,7 @@ MOLECULE_JOBS ?= 1
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
 
-.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs promtool
+.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
@@ -97,9 +97,14 @@ changelog-lint: venv
 	$(BIN)/antsibull-changelog generate --output "$$tmp" --output-format md; \
 	diff -u CHANGELOG.md "$$tmp" >&2 || { echo "CHANGELOG.md differs from changelogs/changelog.yaml: it is generated, run 'make changelog' (entries go into changelogs/fragments/)" >&2; exit 1; }
 
-# defaults/main.yml, meta/argument_specs.yml and README.md of every role agree (tools/role_docs)
+# defaults/main.yml, meta/argument_specs.yml and README.md of every role agree (tools/role_docs):
+# the README variable tables are what role-docs-write generates from the specs, shown as a diff
 role-docs: venv
 	$(PY) tools/role_docs/role_docs.py check
+
+# rewrite every role README's variable tables from its meta/argument_specs.yml
+role-docs-write: venv
+	$(PY) tools/role_docs/role_docs.py write
 
 # --- docs: HTML site with antsibull-docs and Sphinx, warnings are errors (tools/docsite/build.sh)
 docs: venv

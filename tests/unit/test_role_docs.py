@@ -1,4 +1,4 @@
-"""tools/role_docs/role_docs.py: finds each kind of drift between defaults, argument specs and README."""
+"""tools/role_docs/role_docs.py: README tables generated from the specs, a diff on drift, defaults against specs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "role_docs" / "role_docs.py")
@@ -40,16 +42,8 @@ demo_hosts: [a]
 demo_facts_source: "{{ other_facts | default({}) }}"
 __demo_internal: 1
 """
-README = """# demo
-
-| variable | default | meaning |
-|---|---|---|
-| `demo_port` | `8000` | port |
-| `demo_hosts` | `[a]` | hosts |
-| `demo_facts_source` | `other_facts` | facts |
-
-`demo_facts_source` defaults to `other_facts`; the role publishes `demo_facts`.
-"""
+PROSE = "# demo\n\n`demo_facts_source` defaults to `other_facts`; the role publishes `demo_facts`.\n\n"
+MARKED = PROSE + role_docs.BEGIN + "\n" + role_docs.END + "\n\n## Example\n\nAfter the tables.\n"
 TASKS = """---
 - name: Publish
   ansible.builtin.set_fact:
@@ -57,16 +51,19 @@ TASKS = """---
 """
 
 
-def make_role(tmp_path: Path, spec: str = SPEC, defaults: str = DEFAULTS, readme: str = README) -> Path:
+def make_role(tmp_path: Path, spec: str = SPEC, defaults: str = DEFAULTS, readme: str | None = None) -> Path:
+    """roles/demo under tmp_path; without ``readme``, README.md is MARKED filled by `write`."""
     role = tmp_path / "demo"
     for rel, text in {
         "meta/argument_specs.yml": spec,
         "defaults/main.yml": defaults,
-        "README.md": readme,
+        "README.md": MARKED if readme is None else readme,
         "tasks/main.yml": TASKS,
     }.items():
         (role / rel).parent.mkdir(parents=True, exist_ok=True)
         (role / rel).write_text(text)
+    if readme is None:
+        assert role_docs.main(["write", "--roles-dir", str(tmp_path), "demo"]) == 0
     return role
 
 
@@ -93,50 +90,59 @@ def test_agreeing_role_passes(tmp_path: Path) -> None:
             {"spec": SPEC.replace("        default: [a]\n", "")},
             'main.demo_hosts has no default, but roles/demo/defaults/main.yml sets ["a"]',
         ),
-        (
-            {"readme": README.replace("| `demo_port` | `8000` |", "| `demo_port` | `8080` |")},
-            "the row of `demo_port` shows default `8080`",
-        ),
-        (
-            {
-                "readme": README.replace("| `demo_facts_source` | `other_facts` | facts |\n", "").replace(
-                    "`demo_facts_source` defaults", "It defaults"
-                )
-            },
-            "does not mention `demo_facts_source`",
-        ),
-        (
-            {"readme": README.replace("| `demo_hosts` | `[a]` | hosts |\n", "") + "`demo_hosts` lists hosts.\n"},
-            "roles/demo/README.md: the variable table has no row for `demo_hosts` (an option of entry point main",
-        ),
-        (
-            {
-                "readme": README.replace(
-                    "| `demo_port` | `8000` | port |", "| `demo_port` | `8000` | port |\n| `demo_old` | `1` | x |"
-                )
-            },
-            "the variable table has a row for `demo_old`, which is not an option in roles/demo/meta/argument_specs.yml",
-        ),
-        ({"readme": README + "Set `demo_prot`.\n"}, "names `demo_prot`, which is no option"),
     ],
 )
-def test_each_drift_is_named(tmp_path: Path, kwargs: dict[str, str], message: str) -> None:
+def test_a_default_that_differs_from_the_spec_is_named(tmp_path: Path, kwargs: dict[str, str], message: str) -> None:
     found = errors(make_role(tmp_path, **kwargs))
     assert any(message in e for e in found), found
 
 
-def test_a_row_may_name_options_by_suffix(tmp_path: Path) -> None:
-    """`demo_port` / `_hosts` is the row of both (as `throughput_gate_tolerance` / `_alpha`)."""
-    readme = README.replace("| `demo_hosts` | `[a]` | hosts |\n", "").replace(
-        "| `demo_port` | `8000` | port |", "| `demo_port` / `_hosts` | `8000` / `[a]` | port / hosts |"
-    )
-    assert errors(make_role(tmp_path, readme=readme)) == []
+def test_generated_tables(tmp_path: Path) -> None:
+    text = (make_role(tmp_path) / "README.md").read_text()
+    assert text.startswith(PROSE + role_docs.BEGIN)  # the prose around the markers is kept as it was
+    assert text.endswith(role_docs.END + "\n\n## Example\n\nAfter the tables.\n")
+    assert "| `demo_port` | int | `8000` | Port `demo` listens on. |" in text
+    assert '| `demo_hosts` | list of str | `["a"]` | Hosts. |' in text
+    assert "| `demo_facts_source` | dict |  | Default `other_facts`. |" in text
 
 
-def test_prose_only_readme_needs_no_table(tmp_path: Path) -> None:
-    """Without a variable table the README only has to mention every option."""
-    readme = "# demo\n\n`demo_port`, `demo_hosts` and `demo_facts_source` (default `other_facts`).\n"
-    assert errors(make_role(tmp_path, readme=readme)) == []
+def test_a_readme_edited_by_hand_fails_check_with_a_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = make_role(tmp_path) / "README.md"
+    readme.write_text(readme.read_text().replace("| `8000` | Port", "| `8080` | Port"))
+    assert role_docs.main(["check", "--roles-dir", str(tmp_path), "demo"]) == 1
+    err = capsys.readouterr().err
+    assert "roles/demo/README.md: the variable tables differ from roles/demo/meta/argument_specs.yml" in err
+    assert "role_docs.py write demo" in err
+    assert "\n-| `demo_port` | int | `8080` | Port `demo` listens on. |\n" in err
+    assert "\n+| `demo_port` | int | `8000` | Port `demo` listens on. |\n" in err
+    # `write` puts it back
+    assert role_docs.main(["write", "--roles-dir", str(tmp_path), "demo"]) == 0
+    assert errors(readme.parent) == []
+
+
+def test_a_spec_changed_without_write_fails_check(tmp_path: Path) -> None:
+    role = make_role(tmp_path)
+    spec = role / "meta" / "argument_specs.yml"
+    spec.write_text(spec.read_text().replace("description: Hosts.", "description: Hosts to reach."))
+    (found,) = errors(role)
+    assert '\n-| `demo_hosts` | list of str | `["a"]` | Hosts. |' in found
+    assert '\n+| `demo_hosts` | list of str | `["a"]` | Hosts to reach. |' in found
+
+
+@pytest.mark.parametrize(
+    "readme",
+    [
+        "# demo\n\n| variable | default |\n|---|---|\n| `demo_port` | `8000` |\n",  # a hand-written table
+        PROSE + role_docs.BEGIN + "\n",  # no end marker
+        PROSE + role_docs.END + "\n" + role_docs.BEGIN + "\n",  # the end before the begin
+    ],
+)
+def test_a_readme_without_the_markers_fails(tmp_path: Path, readme: str) -> None:
+    role = make_role(tmp_path, readme=readme)
+    message = f"roles/demo/README.md has no '{role_docs.BEGIN}' ... '{role_docs.END}' section"
+    assert any(message in e for e in errors(role)), errors(role)
+    assert role_docs.main(["write", "--roles-dir", str(tmp_path), "demo"]) == 1
+    assert (role / "README.md").read_text() == readme  # write leaves it alone
 
 
 def test_repository_roles_pass(capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,14 +150,44 @@ def test_repository_roles_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert role_docs.main(["check"]) == 0, capsys.readouterr().err
 
 
-def test_generated_section_round_trip(tmp_path: Path) -> None:
-    marked = README + "\n" + role_docs.BEGIN + "\n" + role_docs.END + "\n"
-    role = make_role(tmp_path, readme=marked)
-    assert any("variable table differs" in e for e in errors(role))
-    assert role_docs.main(["write", "--roles-dir", str(tmp_path), "demo"]) == 0
-    text = (role / "README.md").read_text()
-    assert "| `demo_port` | int | `8000` | Port `demo` listens on. |" in text
-    assert errors(role) == []
+def test_cells_stay_cells(tmp_path: Path) -> None:
+    """A `|` (a Jinja filter) or a line break in a spec does not end the cell or the row."""
+    spec = SPEC.replace("description: Hosts.", "description: |-\n          Hosts | peers\n          of C(a|b).")
+    spec = spec.replace("        type: dict\n", '        type: dict\n        default: "{{ x | default({}) }}"\n')
+    text = (make_role(tmp_path, spec=spec) / "README.md").read_text()
+    assert '| `["a"]` | Hosts \\| peers of `a\\|b`. |\n' in text
+    assert "| dict | `{{ x \\| default({}) }}` | Default `other_facts`. |\n" in text
+
+
+def cells(row: str) -> list[str]:
+    """The cells of a table row as GitHub's Markdown splits it: a backslash escapes the next character."""
+    assert row.startswith("| "), row
+    assert row.endswith(" |"), row
+    found, current, chars = [], "", iter(row[1:-1])
+    for char in chars:
+        if char == "\\":
+            current += char + next(chars, "")
+        elif char == "|":
+            found.append(current)
+            current = ""
+        else:
+            current += char
+    return [*found, current]
+
+
+@given(description=st.text(), default=st.text() | st.integers() | st.lists(st.text(max_size=5), max_size=3))
+def test_any_spec_text_gives_one_row_of_four_cells(description: str, default: object) -> None:
+    spec = {"main": {"options": {"demo_x": {"type": "str", "default": default, "description": description}}}}
+    role = role_docs.Role("demo", Path("roles/demo"), {}, spec, MARKED)
+    text = role_docs.rendered(role)
+    assert text.startswith(PROSE)
+    lines = text[len(PROSE) :].split("\n")
+    row = lines[lines.index("|---|---|---|---|") + 1]
+    assert lines[lines.index("|---|---|---|---|") + 2] == ""  # the row is one line
+    assert len(cells(row)) == 4, row
+    assert cells(row)[0] == " `demo_x` "
+    role.readme = text
+    assert role_docs.check_readme(role) == []
 
 
 # --------------------------------------------------------------------------- options left to a module
@@ -172,23 +208,18 @@ MODULE_SPEC = (
         description: Left to the module, which has no default.
 """
 )
-MODULE_README = README.replace(
-    "| `demo_facts_source` | `other_facts` | facts |\n",
-    "| `demo_facts_source` | `other_facts` | facts |\n| `demo_timeout` | `30` | the module's |\n"
-    "| `demo_retries` | | the module's |\n",
-)
 
 
 def module_errors(role: Path) -> list[str]:
     loaded = role_docs.load_role(role)
     loaded.module = role_docs.ModuleSpec("demo_", MODULE, "demo module spec")
-    return role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded) + role_docs.check_readme(loaded)
+    return role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded)
 
 
 def test_an_option_left_to_the_module_needs_no_role_default(tmp_path: Path) -> None:
     # demo_port and demo_timeout are the module's: the spec states their defaults, defaults/main.yml leaves them out
     defaults = DEFAULTS.replace("demo_port: 8000\n", "")
-    assert module_errors(make_role(tmp_path, MODULE_SPEC, defaults, MODULE_README)) == []
+    assert module_errors(make_role(tmp_path, MODULE_SPEC, defaults)) == []
 
 
 @pytest.mark.parametrize(("default", "errors"), [(30, 0), (60, 1)])
@@ -197,11 +228,10 @@ def test_a_role_option_may_name_a_module_option_by_another_word(tmp_path: Path, 
     spec = MODULE_SPEC.replace("demo_timeout:", "demo_wait_s:").replace(
         "        default: 30\n", f"        default: {default}\n"
     )
-    readme = MODULE_README.replace("`demo_timeout` | `30`", f"`demo_wait_s` | `{default}`")
     defaults = DEFAULTS.replace("demo_port: 8000\n", "")
-    loaded = role_docs.load_role(make_role(tmp_path, spec, defaults, readme))
+    loaded = role_docs.load_role(make_role(tmp_path, spec, defaults))
     loaded.module = role_docs.ModuleSpec("demo_", MODULE, "demo module spec", {"demo_wait_s": "timeout"})
-    found = role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded) + role_docs.check_readme(loaded)
+    found = role_docs.check_specs(loaded) + role_docs.check_module_defaults(loaded)
     assert len(found) == errors, found
     assert all("module's default is 30" in e for e in found)
 
@@ -234,7 +264,7 @@ def test_a_module_default_restated_or_contradicted_is_named(
     tmp_path: Path, spec: str, defaults: str, message: str
 ) -> None:
     base = DEFAULTS.replace("demo_port: 8000\n", "")
-    found = module_errors(make_role(tmp_path, spec, base + defaults, MODULE_README))
+    found = module_errors(make_role(tmp_path, spec, base + defaults))
     assert any(message in e for e in found), found
 
 
@@ -269,14 +299,7 @@ def with_dependency(tmp_path: Path, shared: str) -> Path:
     (common / "defaults").mkdir(parents=True)
     (common / "defaults" / "main.yml").write_text(f"---\nshared_root: {shared}\n")
     spec = SPEC + "      shared_root:\n        type: path\n        default: /opt/shared\n        description: Root.\n"
-    role = make_role(
-        tmp_path,
-        spec=spec,
-        readme=README.replace(
-            "| `demo_facts_source` | `other_facts` | facts |\n",
-            "| `demo_facts_source` | `other_facts` | facts |\n| `shared_root` | `/opt/shared` | root |\n",
-        ),
-    )
+    role = make_role(tmp_path, spec=spec)
     (role / "meta" / "main.yml").write_text("---\ndependencies:\n  - role: gpufleet.sglang.common\n")
     return role
 

@@ -1,12 +1,16 @@
-"""Check that each role's defaults, argument specs and README agree; write README variable tables.
+"""Write each role's README variable tables from its argument specs; check that nothing disagrees.
 
-    python tools/role_docs/role_docs.py check [ROLE ...]   # exit 1 and name every mismatch
     python tools/role_docs/role_docs.py write [ROLE ...]   # rewrite the marked README sections
+    python tools/role_docs/role_docs.py check [ROLE ...]   # exit 1, with a diff and every mismatch
 
-Ansible never applies the `default` of a role's meta/argument_specs.yml: the value comes from
-defaults/main.yml (the role's own, and those of its meta dependencies, which Ansible merges under
-it), and the spec's default is documentation only (it is what antsibull-docs and ansible-doc show).
-So both must say the same, and so must the README. The rules (README.md here):
+meta/argument_specs.yml is the one source of a role variable's documentation: every role README
+holds, between the role_docs markers, the tables `write` generates from it, and `check` renders
+them again and shows the diff against the README (a hand edit, or a spec changed without `write`).
+
+What a diff cannot show is checked on its own. Ansible never applies the `default` of a spec: the
+value comes from defaults/main.yml (the role's own, and those of its meta dependencies, which
+Ansible merges under it), and the spec's default is documentation only (what the tables,
+antsibull-docs and ansible-doc show). So:
 
 - every public variable of defaults/main.yml is an option of an entry point, and every option with a
   `default` is set in defaults/main.yml or in a meta dependency's (a role of this collection, e.g.
@@ -17,14 +21,7 @@ So both must say the same, and so must the README. The rules (README.md here):
   `throughput_gate_served_model_name` -> `model`) leaves the module's defaults to the module: an option
   it does not set in defaults/main.yml states the module's default in its spec (the same value, or
   none when the module has none), and defaults/main.yml never restates a module default;
-- an option declared by several entry points has the same default, type and description in each;
-- the README names every public option; every `<role>_...` name it shows in backticks exists (an
-  option, a default, or a fact/register the role's tasks set); a table row `| `var` | default | ...`
-  shows the spec's default;
-- a README with a hand-written variable table (a table whose header starts `| variable |`; there
-  may be several, e.g. one per entry point) has a row for every option of every entry point, and no
-  row naming a variable that is no option (a row may name several: `a` / `_b`, `a`, `b`);
-- a README section between the role_docs markers is exactly what `write` generates from the spec;
+- an option declared by several entry points has the same type, elements, default and choices in each;
 - every `tasks_from` of an include_role/import_role (in roles/, playbooks/, extensions/, tests/,
   site.yml) names an entry point the role declares in meta/argument_specs.yml: the other files of a
   role are its own (`check` without role names).
@@ -33,6 +30,7 @@ So both must say the same, and so must the README. The rules (README.md here):
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import re
@@ -112,7 +110,6 @@ class Role:
     defaults: dict[str, Any]
     specs: dict[str, dict[str, Any]]
     readme: str
-    task_names: set[str] = field(default_factory=set)
     module: ModuleSpec | None = None
     # defaults of the role's meta dependencies (this collection's roles), merged under its own
     inherited: dict[str, Any] = field(default_factory=dict)
@@ -149,7 +146,6 @@ def load_role(path: Path) -> Role:
     readme_path = path / "README.md"
     readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
     role = Role(path.name, path, defaults, specs, readme)
-    role.task_names = names_set_by_tasks(path)
     role.module = module_spec(path.name)
     role.inherited = dependency_defaults(path)
     return role
@@ -168,31 +164,6 @@ def dependency_defaults(path: Path, seen: frozenset[str] = frozenset()) -> dict[
         merged.update(dependency_defaults(dep_path, seen | {path.name}))
         merged.update(yaml.safe_load((dep_path / "defaults" / "main.yml").read_text(encoding="utf-8")) or {})
     return merged
-
-
-def names_set_by_tasks(path: Path) -> set[str]:
-    """Variables a role's tasks and handlers create: set_fact keys, register names, task vars."""
-    names: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, list):
-            for item in node:
-                walk(item)
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("ansible.builtin.set_fact", "set_fact", "vars") and isinstance(value, dict):
-                    names.update(k for k in value if isinstance(k, str))
-                elif key == "register" and isinstance(value, str):
-                    names.add(value)
-                walk(value)
-
-    for sub in ("tasks", "handlers", "vars"):
-        for file in sorted((path / sub).glob("*.yml")):
-            data = yaml.safe_load(file.read_text(encoding="utf-8"))
-            if sub == "vars" and isinstance(data, dict):
-                names.update(data)
-            walk(data)
-    return names
 
 
 def is_template(value: Any) -> bool:
@@ -293,8 +264,6 @@ def check_module_defaults(role: Role) -> list[str]:
     if module is None:
         return []
     errors = []
-    spec_file = f"roles/{role.name}/meta/argument_specs.yml"
-    defaults_file = f"roles/{role.name}/defaults/main.yml"
     for name, entries in role.options.items():
         mod = module.option(name)
         if mod is None:
@@ -304,12 +273,12 @@ def check_module_defaults(role: Role) -> list[str]:
             value = role.defaults.get(name, role.inherited.get(name))
             if "default" in mod and not is_template(value) and same_default(mod_type, mod["default"], value):
                 errors.append(
-                    f"{defaults_file}: {name} restates the module's default {json.dumps(mod['default'])} "
+                    f"{role.defaults_file}: {name} restates the module's default {json.dumps(mod['default'])} "
                     f"({module.source}); leave it out, the role passes it as default(omit)"
                 )
             continue
         for entry, opt in entries:
-            where = f"{spec_file}: {entry}.{name}"
+            where = f"{role.spec_file}: {entry}.{name}"
             if "default" not in mod:
                 if "default" in opt:
                     errors.append(
@@ -328,14 +297,27 @@ def check_module_defaults(role: Role) -> list[str]:
     return errors
 
 
+def cell(text: str) -> str:
+    """Text as one table cell: on one line, every `|` escaped (with the backslashes before it, which
+    would otherwise escape the escape), so a spec's text never ends a cell or a row early."""
+    one_line = re.sub(r"\s*[\r\n]+\s*", " ", text)
+    return re.sub(r"(\\*)\|", lambda m: "\\" * (2 * len(m.group(1))) + "\\|", one_line)
+
+
+def code(text: str) -> str:
+    """Text as a code span: fenced by one backtick more than its longest run of them."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def render_default(opt: dict[str, Any]) -> str:
     if "default" not in opt:
         return ""
     value = opt["default"]
     if isinstance(value, str) and value == "":
         return '`""`'
-    text = value if isinstance(value, str) else json.dumps(value)
-    return f"`{text}`"
+    return code(value if isinstance(value, str) else json.dumps(value))
 
 
 def markdown(text: str) -> str:
@@ -345,9 +327,9 @@ def markdown(text: str) -> str:
             return f"*{inner}*"
         if kind == "B":
             return f"**{inner}**"
-        return f"`{inner}`"
+        return code(inner)
 
-    return MARKUP.sub(sub, text).replace("|", "\\|")
+    return MARKUP.sub(sub, text)
 
 
 def generate(role: Role) -> str:
@@ -368,170 +350,46 @@ def generate(role: Role) -> str:
             description = markdown(text_of(opt.get("description")))
             if opt.get("choices"):
                 description += " Choices: " + ", ".join(f"`{c}`" for c in opt["choices"]) + "."
-            lines.append(f"| `{name}` | {kind} | {render_default(opt)} | {description} |")
+            row = (code(str(name)), kind, render_default(opt), description)
+            lines.append("| " + " | ".join(cell(c) for c in row) + " |")
     lines += ["", END]
     return "\n".join(lines)
 
 
-def section(readme: str) -> tuple[int, int] | None:
-    start = readme.find(BEGIN)
-    if start < 0:
-        return None
-    end = readme.find(END, start)
+class MarkerError(ValueError):
+    """A README without a complete role_docs section."""
+
+
+def rendered(role: Role) -> str:
+    """The README as `write` writes it: the marked section replaced by what `generate` makes of the spec."""
+    start = role.readme.find(BEGIN)
+    end = role.readme.find(END, start) if start >= 0 else -1
     if end < 0:
-        return (start, -1)
-    return (start, end + len(END))
-
-
-TABLE_ROW = re.compile(r"^\|\s*`([a-z0-9_]+)`\s*\|\s*([^|]*?)\s*\|", re.MULTILINE)
-TICKED = re.compile(r"`([a-z][a-z0-9_]*)`")
+        raise MarkerError(
+            f"{role.readme_file} has no '{BEGIN}' ... '{END}' section; put the markers where the variable tables go"
+        )
+    return role.readme[:start] + generate(role) + role.readme[end + len(END) :]
 
 
 def check_readme(role: Role) -> list[str]:
+    """The README against what `write` would write, as a unified diff."""
     if not role.readme:
         return [f"{role.readme_file} is missing"]
-    errors, hand = check_generated(role)
-    errors += check_mentions(role, hand)
-    errors += check_table(role, hand)
-    errors += check_row_defaults(role, hand)
-    return errors
-
-
-def check_generated(role: Role) -> tuple[list[str], str]:
-    """The section between the markers (if any) against `generate`; returns the errors and the README
-    without that section (the hand-written part)."""
-    marked = section(role.readme)
-    if marked is None:
-        return [], role.readme
-    start, end = marked
-    if end < 0:
-        return [f"{role.readme_file}: '{BEGIN}' without '{END}'"], role.readme[:start]
-    hand = role.readme[:start] + role.readme[end:]
-    if role.readme[start:end] != generate(role):
-        error = (
-            f"{role.readme_file}: the variable table differs from meta/argument_specs.yml: "
-            f"run 'python tools/role_docs/role_docs.py write {role.name}'"
-        )
-        return [error], hand
-    return [], hand
-
-
-def check_mentions(role: Role, hand: str) -> list[str]:
-    """Every public option is named somewhere; every `<role>_...` name of the hand-written part exists."""
-    options = set(role.options)
-    mentioned = set(TICKED.findall(role.readme)) | abbreviated(role.readme, options)
-    public = options | {n for n in role.defaults if not n.startswith("__")}
-    errors = [
-        f"{role.readme_file} does not mention `{name}` (an option in meta/argument_specs.yml)"
-        for name in sorted(public - mentioned)
-    ]
-    known = public | role.task_names | {role.name} | collection_names()
-    prefix = role.name + "_"
-    # names of another role whose name extends this one (sglang -> sglang_server_*) are that role's
-    others = tuple(f"{r}_" for r in collection_names() if r.startswith(prefix))
-    shown = {n for n in TICKED.findall(hand) if n.startswith(prefix) and not n.startswith(others)}
-    errors += [
-        f"{role.readme_file} names `{name}`, which is no option, default or fact of the role"
-        for name in sorted(shown - known)
-    ]
-    return errors
-
-
-def check_table(role: Role, hand: str) -> list[str]:
-    """A hand-written variable table has a row for every option of every entry point, and no row for
-    a variable that is no option. A README without such a table is not checked here."""
-    cells = variable_table_cells(hand)
-    if not cells:
-        return []
-    options = role.options
-    rows: set[str] = set()
-    errors = []
-    for cell in cells:
-        names = cell_names(cell, set(options))
-        rows |= names
-        errors += [
-            f"{role.readme_file}: the variable table has a row for `{name}`, which is not an option in {role.spec_file}"
-            for name in sorted(names - set(options))
-        ]
-    for name in sorted(set(options) - rows):
-        entries = [pair[0] for pair in options[name]]
-        points = f"entry point{'s' if len(entries) > 1 else ''} {', '.join(entries)}"
-        errors.append(
-            f"{role.readme_file}: the variable table has no row for `{name}` (an option of {points} in "
-            f"{role.spec_file}); add one"
-        )
-    return errors
-
-
-def check_row_defaults(role: Role, hand: str) -> list[str]:
-    """A hand-written table row `| `var` | default | ...` shows the spec's default."""
-    errors = []
-    options = role.options
-    for name, shown in TABLE_ROW.findall(hand):
-        if name not in options:
-            continue
-        opt = options[name][0][1]
-        if "default" in opt and not default_shown(opt, shown):
-            errors.append(
-                f"{role.readme_file}: the row of `{name}` shows default {shown}, "
-                f"meta/argument_specs.yml says {json.dumps(opt['default'])}"
-            )
-    return errors
-
-
-ROW = re.compile(r"^\|([^|\n]*)\|", re.MULTILINE)
-# a variable table: its header's first cell is "variable"; its rows run to the first line not starting with |
-VARIABLE_TABLE = re.compile(r"^\|\s*variable\s*\|[^\n]*\n\|[-:| ]+\|[ \t]*\n((?:\|[^\n]*(?:\n|$))*)", re.MULTILINE)
-
-
-def variable_table_cells(text: str) -> list[str]:
-    """First cells of the rows of every variable table in text."""
-    return [cell for table in VARIABLE_TABLE.findall(text) for cell in ROW.findall(table)]
-
-
-def cell_names(cell: str, options: set[str]) -> set[str]:
-    """Variables a table cell names: full names in backticks, and options it names by suffix after a
-    full name (`throughput_gate_tolerance` / `_alpha`)."""
-    names = re.findall(r"`(_?[a-z][a-z0-9_]*)`", cell)
-    full = [n for n in names if not n.startswith("_")]
-    if not full:
-        return set()
-    cuts = [i for i, ch in enumerate(full[0]) if ch == "_"]
-    short = {full[0][:i] + n for n in names if n.startswith("_") for i in cuts}
-    return set(full) | (short & options)
-
-
-def abbreviated(readme: str, options: set[str]) -> set[str]:
-    """Options a table row names by suffix after a full name: `throughput_gate_tolerance` / `_alpha`."""
-    found: set[str] = set()
-    for cell in ROW.findall(readme):
-        found |= cell_names(cell, options) & options
-    return found
-
-
-def collection_names() -> set[str]:
-    """Roles, modules and filters of the collection (a README may name them)."""
-    names = {p.name for p in (REPO / "roles").iterdir() if p.is_dir()}
-    for kind in ("modules", "filter", "action"):
-        names |= {p.stem for p in (REPO / "plugins" / kind).glob("*.py")}
-    return names
-
-
-def default_shown(opt: dict[str, Any], shown: str) -> bool:
-    """Whether a hand-written table cell states the spec's default (or says it in words)."""
-    if is_template(opt["default"]):
-        return True  # the README says the expression in words (`<release_dir>/venv/bin/python`)
-    cell = shown.strip()
-    ticks = re.fullmatch(r"`([^`]*)`", cell)
-    if not ticks:
-        return True  # prose ("from facts", "NVIDIA's ..."): not a value to compare
-    inner = ticks.group(1)
     try:
-        value = yaml.safe_load(inner)
-    except yaml.YAMLError:
-        value = inner
-    default = opt["default"]
-    return same_value(opt.get("type", "str"), default, value) or inner == str(default)
+        text = rendered(role)
+    except MarkerError as error:
+        return [str(error)]
+    if text == role.readme:
+        return []
+    diff = difflib.unified_diff(
+        role.readme.splitlines(keepends=True),
+        text.splitlines(keepends=True),
+        f"{role.readme_file}",
+        f"{role.readme_file} (from {role.spec_file})",
+    )
+    fix = f"'python tools/role_docs/role_docs.py write {role.name}' or 'make role-docs-write'"
+    head = f"{role.readme_file}: the variable tables differ from {role.spec_file} (edit the spec, then run {fix}):"
+    return [head + "\n" + "".join(diff).rstrip("\n")]
 
 
 # Where include_role/import_role tasks live: every tasks_from there names a declared entry point.
@@ -604,13 +462,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in roles_from(args.roles_dir, args.roles):
         role = load_role(path)
         if args.command == "write":
-            marked = section(role.readme)
-            if marked is None or marked[1] < 0:
-                print(f"role_docs: roles/{role.name}/README.md has no '{BEGIN}' ... '{END}' section; add the markers")
+            try:
+                text = rendered(role)
+            except MarkerError as error:
+                print(f"role_docs: {error}")
                 errors.append(role.name)
                 continue
-            start, end = marked
-            text = role.readme[:start] + generate(role) + role.readme[end:]
             if text != role.readme:
                 (path / "README.md").write_text(text, encoding="utf-8")
                 print(f"role_docs: wrote roles/{role.name}/README.md")
