@@ -101,7 +101,13 @@ DEFAULTS: dict = {
     "xid_ignore_codes": [],
     "expected_gpu_count": None,
 }
-KERNEL_LOG_SOURCES = ("journalctl", "dmesg", "file", "none")
+KERNEL_LOG_SOURCES = ("journalctl", "dmesg", "file", "text", "none")
+# node: the kernel log is the node's own, an Xid of a GPU nvidia-smi does not list is the node's (it fell
+# off the bus); host: the log is the host's (a container's Proxmox host) and carries the Xid lines of every
+# GPU on it, so one that nvidia-smi does not list is another guest's, not this node's
+KERNEL_LOG_SCOPES = ("node", "host")
+# what journalctl prints (on stdout) when it found nothing
+JOURNAL_NO_ENTRIES = "-- No entries --"
 # journalctl's notice (on stderr, exit 0) to a user who may not read the system journal: its -k output is
 # then empty, which must not pass for "no Xid". (That is why the command has no -q: -q hides the notice.)
 JOURNAL_HIDDEN_HINT = "not seeing messages from other users and the system"
@@ -112,6 +118,7 @@ Run = Callable[[list[str]], "tuple[int, str, str]"]
 __all__ = [
     "DEFAULTS",
     "FAIL_ON",
+    "KERNEL_LOG_SCOPES",
     "KERNEL_LOG_SOURCES",
     "LEVELS",
     "XID_CATALOG",
@@ -174,6 +181,8 @@ def kernel_log_argv(source: str, since: str | None, path: str | None) -> list[st
     """
     if source not in KERNEL_LOG_SOURCES:
         raise GpuHealthError(f"kernel_log must be one of {', '.join(KERNEL_LOG_SOURCES)}, got {source!r}")
+    if source in ("text", "none") and path:
+        raise GpuHealthError(f"kernel_log_path is only read with kernel_log=file (kernel_log is {source})")
     if source == "file" and not path:
         raise GpuHealthError("kernel_log=file needs kernel_log_path (a saved journalctl -k or dmesg output)")
     if source != "file" and path:
@@ -352,6 +361,7 @@ def evaluate(
     *,
     smi_problem: str | None = None,
     kernel_problem: str | None = None,
+    kernel_scope: str = "node",
 ) -> dict:
     """The module's result keys (``verdict``, ``level``, ``reasons``, ``gpus``, ``gpu_count``, ``xid_events``,
     ``xid_unparsed``) from nvidia-smi's XML and the kernel log text (None: not read, with ``*_problem`` saying
@@ -367,7 +377,10 @@ def evaluate(
         node.append((level, f"{len(gpus)} of {expected} expected GPUs present"))
     keys = {pci_key(gpu["pci_bus_id"]): gpu["index"] for gpu in gpus}
     strangers = [event for event in xids["events"] if event["pci"] not in keys]
-    for pci in sorted({event["pci"] for event in strangers}):
+    # a host's log: the Xid lines of GPUs nvidia-smi does not list are other guests' (a GPU of this node
+    # that fell off the bus is missing against expected_gpu_count instead)
+    elsewhere = len(strangers) if kernel_scope == "host" else 0
+    for pci in sorted({event["pci"] for event in strangers} if kernel_scope == "node" else ()):
         where = f" on {pci}, which nvidia-smi does not list"
         node += _xid_reasons([e for e in strangers if e["pci"] == pci], options["xid_ignore_codes"], where)
     if xids["unparsed"]:
@@ -393,8 +406,9 @@ def evaluate(
         "gpu_count": len(gpus),
         "gpus": records,
         "driver_version": parsed["driver_version"] if parsed else None,
-        "xid_events": xids["events"],
+        "xid_events": [event for event in xids["events"] if kernel_scope == "node" or event["pci"] in keys],
         "xid_unparsed": xids["unparsed"],
+        "xid_other_gpus": elsewhere,
     }
 
 
@@ -417,6 +431,29 @@ def read_smi_xml(smi: str | None, name: str, run: Run) -> tuple[str | None, str 
     return out, None
 
 
+def _no_kernel_messages(out: str) -> bool:
+    """Whether journalctl's output holds no message at all (empty, or only its "no entries" line)."""
+    return all(not line.strip() or line.strip() == JOURNAL_NO_ENTRIES for line in out.splitlines())
+
+
+def _journal_problem(argv: list[str], out: str, err: str) -> str | None:
+    """Why a journalctl -k run that exited 0 cannot stand for "no Xid", or None."""
+    if JOURNAL_HIDDEN_HINT in err:
+        return (
+            "journalctl cannot see the system journal as this user (run the task with become, or add the user "
+            "to the systemd-journal or adm group)"
+        )
+    # The whole boot (no --since) always has kernel messages where the kernel's log reaches the journal. A
+    # container's journal gets none (no /dev/kmsg), so an empty one must not pass for "no Xid".
+    if not any(a.startswith("--since=") for a in argv) and _no_kernel_messages(out):
+        return (
+            "journalctl -k shows no kernel message of this boot: a container's journal gets none; read the kernel "
+            "log of its host (kernel_log: text with kernel_log_scope: host; role sglang_server: "
+            "sglang_server_health_kernel_log_host)"
+        )
+    return None
+
+
 def read_kernel_log(
     argv: list[str] | None, source: str, path: str | None, run: Run, read_file: Callable[[str], str]
 ) -> tuple[str | None, str | None]:
@@ -431,12 +468,8 @@ def read_kernel_log(
     rc, out, err = run(argv)
     if rc != 0:
         return None, f"{' '.join(argv)} exited {rc}: {_short(err or out)}"
-    if JOURNAL_HIDDEN_HINT in err:
-        return None, (
-            "journalctl cannot see the system journal as this user (run the task with become, or add the user "
-            "to the systemd-journal or adm group)"
-        )
-    return out, None
+    problem = _journal_problem(argv, out, err) if argv[0] == "journalctl" else None
+    return (None, problem) if problem else (out, None)
 
 
 def collect(params: dict, which: Callable[[str], str | None], run: Run, read_file: Callable[[str], str]) -> dict:
@@ -447,10 +480,26 @@ def collect(params: dict, which: Callable[[str], str | None], run: Run, read_fil
         raise GpuHealthError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {params.get('fail_on')!r}")
     name = params["nvidia_smi_path"]
     smi_xml, smi_problem = read_smi_xml(which(name), name, run)
-    kernel_text, kernel_problem = read_kernel_log(
-        argv, params["kernel_log"], params.get("kernel_log_path"), run, read_file
+    scope = params.get("kernel_log_scope") or "node"
+    if scope not in KERNEL_LOG_SCOPES:
+        raise GpuHealthError(f"kernel_log_scope must be one of {', '.join(KERNEL_LOG_SCOPES)}, got {scope!r}")
+    given = (params.get("kernel_log_text"), params.get("kernel_log_problem"))
+    if params["kernel_log"] != "text" and any(value is not None for value in given):
+        raise GpuHealthError("kernel_log_text and kernel_log_problem are only read with kernel_log=text")
+    if params["kernel_log"] == "text":
+        kernel_text, kernel_problem = (None, given[1]) if given[1] else (given[0] or "", None)
+    else:
+        kernel_text, kernel_problem = read_kernel_log(
+            argv, params["kernel_log"], params.get("kernel_log_path"), run, read_file
+        )
+    result = evaluate(
+        smi_xml, kernel_text, options, smi_problem=smi_problem, kernel_problem=kernel_problem, kernel_scope=scope
     )
-    result = evaluate(smi_xml, kernel_text, options, smi_problem=smi_problem, kernel_problem=kernel_problem)
-    result["kernel_log"] = {"source": params["kernel_log"], "command": argv, "since": params.get("since")}
+    result["kernel_log"] = {
+        "source": params["kernel_log"],
+        "command": argv,
+        "since": params.get("since"),
+        "scope": scope,
+    }
     result["thresholds"] = options
     return result

@@ -40,11 +40,31 @@ options:
       - V(journalctl) runs C(journalctl -k --no-pager -o short-iso) (the current boot; O(since) narrows it).
       - V(dmesg) runs C(dmesg) (the kernel ring buffer, since boot or less when it wrapped).
       - V(file) reads O(kernel_log_path) (a saved C(journalctl -k) or C(dmesg) output, or C(/dev/kmsg) records).
+      - V(text) takes O(kernel_log_text), a log the caller read elsewhere (the host of a container), or
+        O(kernel_log_problem), why it could not.
       - V(none) skips the kernel log.
-      - A kernel log that cannot be read makes the node V(degraded) (the reason says why), not V(healthy).
+      - A kernel log that cannot be read makes the node V(degraded) (the reason says why), not V(healthy); so does a
+        C(journalctl -k) of the whole boot without a single kernel message, which is what a container's journal
+        shows (it gets no kernel messages; read the host's log).
     type: str
-    choices: [journalctl, dmesg, file, none]
+    choices: [journalctl, dmesg, file, text, none]
     default: journalctl
+  kernel_log_text:
+    description: With O(kernel_log=text), the kernel log lines (those with Xid events are enough).
+    type: str
+  kernel_log_problem:
+    description: With O(kernel_log=text), why the caller could not read the kernel log (the node is V(degraded)).
+    type: str
+  kernel_log_scope:
+    description:
+      - V(node) - the kernel log is this node's own; an Xid of an address nvidia-smi does not list is this node's
+        (its GPU fell off the bus).
+      - V(host) - the log is the host's (the Proxmox host of a container) and carries every GPU of that host; an Xid
+        of an address nvidia-smi does not list belongs to another guest and is only counted (C(xid_other_gpus)). A
+        GPU of this node that fell off the bus shows as missing against O(expected_gpu_count).
+    type: str
+    choices: [node, host]
+    default: node
   kernel_log_path:
     description: The file read with O(kernel_log=file).
     type: path
@@ -251,8 +271,12 @@ xid_unparsed:
   returned: always
   type: list
   elements: str
+xid_other_gpus:
+  description: With O(kernel_log_scope=host), the Xid events of GPUs nvidia-smi does not list (other guests' GPUs).
+  returned: always
+  type: int
 kernel_log:
-  description: How the kernel log was read (source, command, since).
+  description: How the kernel log was read (source, command, since, scope).
   returned: always
   type: dict
   sample: {"source": "journalctl", "command": ["journalctl", "-k", "--no-pager", "-o", "short-iso"],
@@ -276,6 +300,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import (
     DEFAULTS,
     FAIL_ON,
+    KERNEL_LOG_SCOPES,
     KERNEL_LOG_SOURCES,
     GpuHealthError,
     collect,
@@ -292,6 +317,9 @@ ARGUMENT_SPEC = {
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
     "kernel_log": {"type": "str", "choices": list(KERNEL_LOG_SOURCES), "default": "journalctl"},
     "kernel_log_path": {"type": "path"},
+    "kernel_log_text": {"type": "str"},
+    "kernel_log_problem": {"type": "str"},
+    "kernel_log_scope": {"type": "str", "choices": list(KERNEL_LOG_SCOPES), "default": "node"},
     "since": {"type": "str"},
     "expected_gpu_count": {"type": "int"},
     "busy_utilization_percent": {"type": "int", "default": DEFAULTS["busy_utilization_percent"]},
@@ -314,7 +342,10 @@ ARGUMENT_SPEC = {
 def run_module() -> None:
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
-        required_if=[("kernel_log", "file", ("kernel_log_path",))],
+        required_if=[
+            ("kernel_log", "file", ("kernel_log_path",)),
+            ("kernel_log", "text", ("kernel_log_text", "kernel_log_problem"), True),
+        ],
         supports_check_mode=True,
     )
 

@@ -16,7 +16,7 @@
 # keys read from the container itself into ~/.ssh/known_hosts (where both OpenSSH and paramiko
 # look), replacing any old entry for [127.0.0.1]:2222, so host key checking stays on.
 # usage: lab.sh up | converge [ansible-playbook args] | upgrade VERSION [ansible-playbook args]
-#               | fault [xid79] [lab-sglangN] | down | status
+#               | fault [lab-sglangN] | down | status
 #   upgrade VERSION   rolling upgrade of the three nodes to SGLang VERSION (a wheel of the Makefile's
 #                     SGLANG_WHEELS) through the gateway (playbooks/sglang.yml), under open-loop
 #                     traffic through the gateway (tests/tools/traffic.py in lab-pve1) at LAB_LOAD_FRACTION
@@ -92,6 +92,8 @@ up() {
       python3 /srv/gpufleet-standins/hf_hub.py --host 127.0.0.1 --port 8765 --size-mb 16 \
       --log /var/log/gpufleet-hub-standin.jsonl
   fi
+  # the kernel log the GPU nodes' health check reads on lab-pve1 (lab-standins.yml)
+  podman exec lab-pve1 touch /var/lib/gpufleet-standin/kernel.log
   # /proc/devices always exists; the stand-in kernel module adds its majors on install
   [[ -s "$state/proc/devices" ]] || podman exec lab-pve1 cp /proc/devices /var/lib/gpufleet-standin/proc/devices
   gateway_ct
@@ -210,31 +212,25 @@ upgrade() {
   return "$rc"
 }
 
-# GPU fault drill (issue 23): inject a fault through the stand-ins on one node (default lab-sglang2,
-# CT 102): xid79, the driver's "fallen off the bus" line in the kernel log the node's health check
-# reads (a stand-in file: -e sglang_server_health_kernel_log=file); check the node's GPUs (site.yml --tags health, as an operator or
-# a timer runs it); wait for Prometheus (in the gateway's CT) to show the alert firing and print the
-# time from the injection; run the rollout (playbooks/sglang.yml), which must stop at the node with
-# its GPU verdict; clear the fault and check again. Fails when any of it does not happen in time.
+# GPU fault drill (issue 23): the driver's Xid 79 line ("fallen off the bus") for GPU 0 in the kernel log
+# the nodes' health check reads on lab-pve1 (lab-standins.yml: a stand-in file); check one node's GPUs
+# (site.yml --tags health --limit NODE, default lab-sglang2, as an operator or a timer runs it); wait for
+# Prometheus (in the gateway's CT) to show GpufleetNodeHealthFailed firing for it and print the time from
+# the injection; run the rollout (playbooks/sglang.yml), which must stop at the first node it checks (the
+# lab's three containers share lab-pve1's eight GPUs, so every node sees the fault) with its GPU verdict
+# and deploy nothing; clear the fault and check again. Fails when any of it does not happen in time.
 fault() {
-  local kind=${1:-xid79} node=${2:-lab-sglang2}
-  local vmid=$((100 + ${node##*sglang})) alert klog=/var/log/gpufleet-standin-kernel.log
-  local -a health=(-e sglang_server_health_kernel_log=file -e "sglang_server_health_kernel_log_path=$klog")
-  case $kind in
-    xid79) alert=GpufleetNodeHealthFailed ;;
-    *) log "usage: lab.sh fault xid79 [lab-sglangN] (degraded verdicts raise no alert: docs/monitoring.md)"; return 2 ;;
-  esac
+  local node=${1:-lab-sglang2} alert=GpufleetNodeHealthFailed klog=/var/lib/gpufleet-standin/kernel.log
   cd "$repo"
   podman exec lab-pve1 curl -fsS -o /dev/null http://127.0.0.1:9090/-/ready ||
     { log "no Prometheus in the lab: run make lab first"; return 2; }
-  local on_node=(podman exec lab-pve1 lxc-attach -n "$vmid" --)
-  "${on_node[@]}" touch "$klog"
-  log "injecting $kind on $node (CT $vmid)"
-  local t0 t1 t2
+  local -a play=(ansible-playbook -i inventories/local -e @tests/harness/lab-standins.yml)
+  log "injecting Xid 79 for GPU 0 into lab-pve1's kernel log ($klog)"
+  local t0 t1 t2 rc=0
   t0=$(date +%s.%N)
-  "${on_node[@]}" python3 /srv/gpufleet-standins/nvidia/gpu_fault.py inject "$kind" --kernel-log "$klog"
-  ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml \
-    --tags health --limit "$node" "${health[@]}" 2>&1 | tee "$state/last-fault-health.log" | grep -E "^\s+\"$node: " || true
+  podman exec lab-pve1 python3 /srv/gpufleet-standins/nvidia/gpu_fault.py inject xid79 --kernel-log "$klog" --gpu 0
+  ANSIBLE_FORCE_COLOR=0 "${play[@]}" site.yml --tags health --limit "$node" 2>&1 |
+    tee "$state/last-fault-health.log" | grep -E "^ +\"$node: " || true
   t1=$(date +%s.%N)
   log "waiting for $alert{node=\"$node\"} to fire in Prometheus (deadline 300 s)"
   local firing=""
@@ -242,35 +238,31 @@ fault() {
     firing=$(podman exec lab-pve1 curl -fsS http://127.0.0.1:9090/api/v1/alerts | python3 -c "
 import json, sys
 alerts = json.load(sys.stdin)['data']['alerts']
-print(' '.join(a['labels']['alertname'] for a in alerts
-               if a['state'] == 'firing' and a['labels'].get('node') == '$node'))" 2>/dev/null || true)
+print(' '.join(sorted({a['labels']['alertname'] for a in alerts
+                       if a['state'] == 'firing' and a['labels'].get('node') == '$node'})))" 2>/dev/null || true)
     [[ " $firing " == *" $alert "* ]] && break
     sleep 1
   done
   t2=$(date +%s.%N)
-  local rc=0
   if [[ " $firing " == *" $alert "* ]]; then
-    python3 -c "print(f'[lab] {\"$alert\"} firing for $node: {$t2 - $t0:.1f} s after the fault was injected '
+    python3 -c "print(f'[lab] $alert firing for $node {$t2 - $t0:.1f} s after the fault was injected '
                       f'(health check {$t1 - $t0:.1f} s, then scrape and rule evaluation {$t2 - $t1:.1f} s); '
                       f'firing for the node: $firing')"
   else
-    log "$alert did not fire for $node within 300 s (firing: ${firing:-none})"; rc=1
+    log "$alert did not fire for $node within 300 s (firing for it: ${firing:-none})"; rc=1
   fi
-  if [[ $kind == xid79 ]]; then
-    log "the rollout must stop at $node with its GPU verdict"
-    local prc=0
-    ANSIBLE_FORCE_COLOR=0 ansible-playbook playbooks/sglang.yml -i inventories/local -e @tests/harness/lab-standins.yml \
-      "${health[@]}" 2>&1 | tee "$state/last-fault-rollout.log" >/dev/null || prc=$?
-    if [[ $prc -ne 0 ]] && grep -q "$node: GPU health failed" "$state/last-fault-rollout.log"; then
-      grep -o "$node: GPU health failed[^\"]*" "$state/last-fault-rollout.log" | head -1 | cut -c1-400
-    else
-      log "the rollout did not stop at $node (rc=$prc; .cache/lab/last-fault-rollout.log)"; rc=1
-    fi
+  log "the rollout must stop at the first node it checks, with its GPU verdict, changing nothing"
+  local prc=0 stopped
+  ANSIBLE_FORCE_COLOR=0 "${play[@]}" playbooks/sglang.yml 2>&1 | tee "$state/last-fault-rollout.log" >/dev/null || prc=$?
+  stopped=$(grep -o "lab-sglang[0-9]: GPU health failed[^\"]*" "$state/last-fault-rollout.log" | head -1 | cut -c1-300 || true)
+  if [[ $prc -ne 0 && -n $stopped ]] && grep -q "Nothing was deployed or restarted on the node" "$state/last-fault-rollout.log"; then
+    log "rollout stopped (rc=$prc): $stopped"
+  else
+    log "the rollout did not stop at a failed node without changes (rc=$prc; .cache/lab/last-fault-rollout.log)"; rc=1
   fi
   log "clearing the fault and checking again"
-  "${on_node[@]}" python3 /srv/gpufleet-standins/nvidia/gpu_fault.py clear --kernel-log "$klog"
-  ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml \
-    --tags health --limit "$node" "${health[@]}" 2>&1 | grep -E "^\s+\"$node: " || rc=1
+  podman exec lab-pve1 python3 /srv/gpufleet-standins/nvidia/gpu_fault.py clear --kernel-log "$klog"
+  ANSIBLE_FORCE_COLOR=0 "${play[@]}" site.yml --tags health 2>&1 | grep -E "^ +\"lab-sglang[0-9]: " || rc=1
   return "$rc"
 }
 
