@@ -37,13 +37,18 @@ HEALTH_TASKS = {
     "End the rollout in a run that only checks GPU health",
     "Check the node's GPUs",
     "gpufleet.sglang.sglang_server : Create the textfile collector's directory",
+    "gpufleet.sglang.sglang_server : Forget a kernel log read by an earlier check of this play",
+    "gpufleet.sglang.sglang_server : Read the host's Xid lines (journalctl -k)",
+    "gpufleet.sglang.sglang_server : Read the host's kernel ring buffer (dmesg)",
+    "gpufleet.sglang.sglang_server : Read the host's kernel log file",
+    "gpufleet.sglang.sglang_server : Note the host's kernel log",
     "gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)",
     "gpufleet.sglang.sglang_server : Publish sglang_server_gpu_health",
     "One line per node",
 }
 
 
-def inventory(tmp_path: Path, nodes: list[str]) -> Path:
+def inventory(tmp_path: Path, nodes: list[str], host_log: Path | None = None) -> Path:
     hosts = {}
     for node in nodes:
         profile, log = NODES[node]
@@ -69,19 +74,27 @@ def inventory(tmp_path: Path, nodes: list[str]) -> Path:
             "children": {
                 "gpu_nodes": {"hosts": hosts},
                 "sglang_nodes": {"hosts": dict.fromkeys(nodes)},
-                "proxmox_hosts": {"hosts": {}},
+                "proxmox_hosts": {"hosts": {"pve": {}} if host_log else {}},
             },
         }
     }
+    if host_log:
+        # the nodes are containers of "pve": their kernel log is read there (the file stands in for its journal)
+        for node in nodes:
+            hosts[node]["sglang_server_health_kernel_log_host"] = "pve"
+            hosts[node]["sglang_server_health_kernel_log_path"] = str(host_log)
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
 
-def playbook(tmp_path: Path, nodes: list[str], play: str, *args: str, check: bool = False) -> Result:
+def playbook(
+    tmp_path: Path, nodes: list[str], play: str, *args: str, check: bool = False, host_log: Path | None = None
+) -> Result:
     # the default callback with JSON results: the tests read the tasks' messages as JSON strings
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
-    return run_playbook(REPO / play, inventory=inventory(tmp_path, nodes), args=args, env=env, check=check, timeout=600)
+    inv = inventory(tmp_path, nodes, host_log)
+    return run_playbook(REPO / play, inventory=inv, args=args, env=env, check=check, timeout=600)
 
 
 def tasks_run(output: str) -> set[str]:
@@ -128,3 +141,27 @@ def test_rollout_stops_at_a_failed_gpu_before_anything_changes(tmp_path):
     assert not [t for t in ran if t.startswith(("gpufleet.sglang.sglang :", "gpufleet.sglang.throughput_gate"))], ran
     assert "Deploy and gate" not in proc.stdout
     assert not (tmp_path / "sglang").exists()
+
+
+def xid79(bus: str) -> str:
+    line = f"NVRM: Xid (PCI:{bus}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    return f"2026-12-01T10:00:00+0000 pve kernel: {line}\n"
+
+
+def test_containers_read_the_xid_lines_on_their_host_and_judge_only_their_own_gpus(tmp_path):
+    # node2's profile lists eight GPUs, gpu 4 on 0000:81:00; the host's log is read on "pve" (delegated)
+    host_log = tmp_path / "pve-kernel.log"
+    host_log.write_text(xid79("0000:f1:00"), encoding="utf-8")  # another guest's GPU
+    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
+    assert re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M) == ["node2: healthy"], proc.stdout[-3000:]
+    assert "Read the host's kernel log file] *" in proc.stdout
+    host_log.write_text(xid79("0000:f1:00") + xid79("0000:81:00"), encoding="utf-8")  # and node2's gpu 4
+    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
+    line = re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M)
+    assert line == ["node2: failed: gpu 4: xid 79 (GPU has fallen off the bus)"], proc.stdout[-3000:]
+    # a host log that cannot be read names the host, and is not a clean log
+    host_log.unlink()
+    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
+    line = re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M)
+    assert line, proc.stdout[-3000:]
+    assert line[0].startswith("node2: degraded: kernel log not read: pve: file:"), line
