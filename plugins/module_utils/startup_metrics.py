@@ -175,6 +175,11 @@ def parse_startup(text: str) -> dict[str, Any]:
     return {"phases": found["phases"], "cuda_graph": found["cuda_graph"], "problems": problems}
 
 
+def not_read(why: str) -> dict[str, Any]:
+    """The result of a /metrics that could not be read: no phases, and why."""
+    return {"phases": {}, "cuda_graph": {}, "problems": [f"{why}: no phases read"]}
+
+
 def _text_field(rec: dict[str, Any], field: str) -> str:
     value = rec.get(field)
     if not isinstance(value, str) or not value or len(value) > MAX_TEXT_FIELD:
