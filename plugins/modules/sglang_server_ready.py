@@ -114,9 +114,12 @@ startup:
     - The start's phases from O(metrics_url) (docs/monitoring.md, "Cold start"), seconds by phase.
     - C(phases) holds C(load_weight), C(kv_cache_allocation), C(scheduler_e2e), C(tokenizer_e2e) as SGLang
       reports them; C(cuda_graph) the capture per family; C(problems) what was not read and why.
+    - C(ready_s) (present when phases were read) is the time to ready of the start the wait saw, from the
+      unit's start (systemd's C(InactiveExitTimestampMonotonic)) to the 200. A server that answered 200 at
+      the wait's first probe was not started by this run; then nothing is read and C(problems) says so.
   returned: when the server is ready and O(metrics_url) is set
   type: dict
-  sample: {"phases": {"load_weight": 41.2}, "cuda_graph": {"decode": 12.5}, "problems": []}
+  sample: {"phases": {"load_weight": 41.2}, "cuda_graph": {"decode": 12.5}, "problems": [], "ready_s": 312.4}
 journal:
   description: The last O(journal_lines) journal lines of the unit since the start the wait is about, secrets redacted.
   returned: when the wait failed
@@ -137,6 +140,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_read
     parse_show,
     probe_timeout,
     restarts,
+    time_to_ready,
     unit_verdict,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import (
@@ -164,11 +168,14 @@ def _probe(url: str, timeout: float) -> int | None:
         return None
 
 
-def _startup(url: str) -> dict:
-    """``{"startup": phases}`` from ``url`` (/metrics), read once, or {} when ``url`` is empty; a failure to
-    read is a problem in it, never an error."""
+def _startup(url: str, ready_s: float | None) -> dict:
+    """``{"startup": phases}`` from ``url`` (/metrics), read once, with ``ready_s`` (None: the server was
+    ready when the wait began, so this run saw no start), or {} when ``url`` is empty; a failure to read
+    is a problem in it, never an error."""
     if not url:
         return {}
+    if ready_s is None:
+        return {"startup": not_read("the server answered 200 at the wait's first probe: this run saw no start")}
     try:
         response = open_url(url, method="GET", timeout=10, validate_certs=False, follow_redirects="none")
         data = response.read(MAX_TEXT_BYTES + 1)
@@ -178,7 +185,7 @@ def _startup(url: str) -> dict:
         return {"startup": not_read(f"GET {url} failed ({type(exc).__name__})")}
     if len(data) > MAX_TEXT_BYTES:
         return {"startup": not_read(f"GET {url} sent more than {MAX_TEXT_BYTES} bytes")}
-    return {"startup": parse_startup(data.decode("utf-8", errors="replace"))}
+    return {"startup": dict(parse_startup(data.decode("utf-8", errors="replace")), ready_s=ready_s)}
 
 
 def main() -> None:
@@ -214,7 +221,8 @@ def main() -> None:
     props = _show(module, systemctl, p["service"])
     baseline = restarts(props)
     activation = props.get("InactiveExitTimestamp", "")
-    verdict, reason = "timeout", ""
+    started_us = props.get("InactiveExitTimestampMonotonic", "")
+    verdict, reason, probes = "timeout", "", 0
     while True:
         props = _show(module, systemctl, p["service"])
         result["unit"] = props
@@ -224,6 +232,7 @@ def main() -> None:
             verdict, reason = dead
             break
         status = _probe(p["url"], probe_timeout(deadline - time.monotonic()))
+        probes += 1
         result["http_status"] = status
         if status == 200:
             verdict, reason = "ready", f"{p['url']} answered 200"
@@ -236,7 +245,8 @@ def main() -> None:
     result.update(verdict=verdict, reason=reason, elapsed_s=round(time.monotonic() - start, 1))
     if verdict == "ready":
         result["ready"] = True
-        result.update(_startup(p["metrics_url"]))
+        ready_s = time_to_ready(started_us, time.monotonic(), result["elapsed_s"]) if probes > 1 else None
+        result.update(_startup(p["metrics_url"], ready_s))
         module.exit_json(**result)
     journal_bin = module.get_bin_path("journalctl")
     result["journal"] = []

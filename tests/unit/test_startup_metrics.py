@@ -265,11 +265,12 @@ def test_standin_reports_the_phases_it_spent(tmp_path: Path) -> None:
         assert "# TYPE sglang:startup_time_seconds gauge" in text
         while _get(base + "/ready")[0] != 200:
             time.sleep(0.05)
-        got = sglang_server_ready._startup(base + "/metrics")["startup"]
+        got = sglang_server_ready._startup(base + "/metrics", 1.5)["startup"]
     finally:
         proc.terminate()
         proc.wait(10)
     assert got["problems"] == []
+    assert got["ready_s"] == 1.5
     phases, graphs = got["phases"], got["cuda_graph"]
     assert set(phases) == set(STARTUP_PHASES)
     assert set(graphs) == set(CUDA_GRAPH_PHASES)
@@ -285,7 +286,7 @@ def test_standin_reports_the_phases_it_spent(tmp_path: Path) -> None:
 def test_module_read_without_enable_metrics_is_a_problem(tmp_path: Path) -> None:
     proc, base = _standin(tmp_path, 0.0)
     try:
-        got = sglang_server_ready._startup(base + "/metrics")["startup"]
+        got = sglang_server_ready._startup(base + "/metrics", 1.0)["startup"]
     finally:
         proc.terminate()
         proc.wait(10)
@@ -317,7 +318,7 @@ def test_module_read_of_garbage_is_a_problem(body: bytes, problem: str) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        got = sglang_server_ready._startup(f"http://127.0.0.1:{server.server_address[1]}/metrics")["startup"]
+        got = sglang_server_ready._startup(f"http://127.0.0.1:{server.server_address[1]}/metrics", 1.0)["startup"]
     finally:
         server.shutdown()
         server.server_close()
@@ -326,10 +327,17 @@ def test_module_read_of_garbage_is_a_problem(body: bytes, problem: str) -> None:
 
 
 def test_module_read_of_nothing_listening_is_a_problem() -> None:
-    got = sglang_server_ready._startup("http://127.0.0.1:9/metrics")["startup"]
+    got = sglang_server_ready._startup("http://127.0.0.1:9/metrics", 1.0)["startup"]
     assert got["phases"] == {}
     assert got["problems"][0].startswith("GET http://127.0.0.1:9/metrics failed (")
 
 
 def test_module_without_metrics_url_reads_nothing() -> None:
-    assert sglang_server_ready._startup("") == {}
+    assert sglang_server_ready._startup("", 1.0) == {}
+
+
+def test_module_reads_nothing_of_a_start_it_did_not_see() -> None:
+    # ready at the first probe: the server's phases are of an earlier start, its time to ready unknown
+    got = sglang_server_ready._startup("http://127.0.0.1:9/metrics", None)["startup"]
+    assert got["phases"] == {}
+    assert "this run saw no start" in got["problems"][0]
