@@ -471,7 +471,7 @@ def render_html(
         parts.append('<ul class="problems">' + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>")
     captions = {
         "throughput": "Output tok/s per host over time (gate history); "
-        "dashed lines: a new SGLang release or model revision; \"ready in N s\": the run after a start, "
+        'dashed lines: a new SGLang release or model revision; "ready in N s": the run after a start, '
         "with that start's time to ready (table below)",
         "sweeps": "The last sweep per host: median output tok/s per candidate (failed candidates at 0)",
         "power": "GPU power per run, mean % of the enforced limit over the GPUs",

@@ -52,6 +52,8 @@ options:
     description:
       - The server's C(/metrics) URL, read once after the server is ready for the start's phases
         (C(sglang:startup_time_seconds) and C(sglang:startup_cuda_graph_time_seconds) by C(phase)).
+      - Set it only for a start the caller made (the role does after its restart): the phases are those of
+        the unit's current start, and RV(startup.ready_s) runs from that start.
       - Empty (the default) reads nothing. A C(/metrics) that does not answer, or answers garbage, never
         fails the wait; RV(startup.problems) says why nothing (or not everything) was read.
     type: str
@@ -114,9 +116,8 @@ startup:
     - The start's phases from O(metrics_url) (docs/monitoring.md, "Cold start"), seconds by phase.
     - C(phases) holds C(load_weight), C(kv_cache_allocation), C(scheduler_e2e), C(tokenizer_e2e) as SGLang
       reports them; C(cuda_graph) the capture per family; C(problems) what was not read and why.
-    - C(ready_s) (present when phases were read) is the time to ready of the start the wait saw, from the
-      unit's start (systemd's C(InactiveExitTimestampMonotonic)) to the 200. A server that answered 200 at
-      the wait's first probe was not started by this run; then nothing is read and C(problems) says so.
+    - C(ready_s) (present when phases were read) is the time to ready of the unit's current start, from that
+      start (systemd's C(InactiveExitTimestampMonotonic) when the wait began) to the 200 the wait got.
   returned: when the server is ready and O(metrics_url) is set
   type: dict
   sample: {"phases": {"load_weight": 41.2}, "cuda_graph": {"decode": 12.5}, "problems": [], "ready_s": 312.4}
@@ -168,14 +169,11 @@ def _probe(url: str, timeout: float) -> int | None:
         return None
 
 
-def _startup(url: str, ready_s: float | None) -> dict:
-    """``{"startup": phases}`` from ``url`` (/metrics), read once, with ``ready_s`` (None: the server was
-    ready when the wait began, so this run saw no start), or {} when ``url`` is empty; a failure to read
-    is a problem in it, never an error."""
+def _startup(url: str, ready_s: float) -> dict:
+    """``{"startup": phases}`` from ``url`` (/metrics), read once, with ``ready_s``, or {} when ``url`` is
+    empty; a failure to read is a problem in it, never an error."""
     if not url:
         return {}
-    if ready_s is None:
-        return {"startup": not_read("the server answered 200 at the wait's first probe: this run saw no start")}
     try:
         response = open_url(url, method="GET", timeout=10, validate_certs=False, follow_redirects="none")
         data = response.read(MAX_TEXT_BYTES + 1)
@@ -222,7 +220,7 @@ def main() -> None:
     baseline = restarts(props)
     activation = props.get("InactiveExitTimestamp", "")
     started_us = props.get("InactiveExitTimestampMonotonic", "")
-    verdict, reason, probes = "timeout", "", 0
+    verdict, reason = "timeout", ""
     while True:
         props = _show(module, systemctl, p["service"])
         result["unit"] = props
@@ -232,7 +230,6 @@ def main() -> None:
             verdict, reason = dead
             break
         status = _probe(p["url"], probe_timeout(deadline - time.monotonic()))
-        probes += 1
         result["http_status"] = status
         if status == 200:
             verdict, reason = "ready", f"{p['url']} answered 200"
@@ -245,7 +242,7 @@ def main() -> None:
     result.update(verdict=verdict, reason=reason, elapsed_s=round(time.monotonic() - start, 1))
     if verdict == "ready":
         result["ready"] = True
-        ready_s = time_to_ready(started_us, time.monotonic(), result["elapsed_s"]) if probes > 1 else None
+        ready_s = time_to_ready(started_us, time.monotonic(), result["elapsed_s"])
         result.update(_startup(p["metrics_url"], ready_s))
         module.exit_json(**result)
     journal_bin = module.get_bin_path("journalctl")
