@@ -334,3 +334,19 @@ def test_module_read_of_nothing_listening_is_a_problem() -> None:
 
 def test_module_without_metrics_url_reads_nothing() -> None:
     assert sglang_server_ready._startup("", 1.0) == {}
+
+
+def test_module_documents_metrics_url_and_startup() -> None:
+    import yaml  # noqa: PLC0415 - only this test reads the module's documentation
+
+    doc = yaml.safe_load(sglang_server_ready.DOCUMENTATION)["options"]["metrics_url"]
+    assert doc["default"] == ""
+    assert "startup" in yaml.safe_load(sglang_server_ready.RETURN)
+
+
+def test_gate_documents_cold_start() -> None:
+    import yaml  # noqa: PLC0415
+
+    from ansible_collections.gpufleet.sglang.plugins.modules import throughput_gate  # noqa: PLC0415
+
+    assert yaml.safe_load(throughput_gate.DOCUMENTATION)["options"]["cold_start"]["type"] == "dict"
