@@ -673,3 +673,36 @@ def test_the_throughput_chart_marks_the_time_to_ready(tmp_path):
     uri = charts(runs, {})["throughput"]
     _assert_plain_svg(uri)
     assert b"ready in 312 s" in base64.b64decode(uri.split(",", 1)[1])
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)  # what JSON can carry (the loader refuses NaN)
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "release": markup_text,
+            "sglang_version": markup_text,
+            "ready_s": st.one_of(finite, st.integers(), markup_text),
+            "phases": st.dictionaries(
+                st.one_of(markup_text, st.sampled_from(["load_weight", "decode"])), st.one_of(finite, markup_text)
+            ),
+            "cuda_graph": st.one_of(
+                markup_text, st.lists(finite), st.dictionaries(st.sampled_from(["decode", "prefill"]), finite)
+            ),
+        },
+    )
+)
+def test_any_cold_start_is_shown_or_named_never_a_crash(tmp_path_factory, cold_start):
+    directory = tmp_path_factory.mktemp("coldstart")
+    rec = dict(_fixture_record(), cold_start=cold_start)
+    (directory / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    page, runs, _sweeps, problems = _page_of(directory)
+    assert len(runs) == 1  # the run is always shown
+    shown = _cold_start_table(page)[1:]
+    assert (len(shown), len(problems)) in ((1, 0), (0, 1))
+    if problems:
+        assert problems[0].startswith("cold start of h.history.jsonl line 1 not shown (cold_start")
+    _assert_only_template_markup(page)
+    page.encode("utf-8")
