@@ -43,18 +43,8 @@ def _svg_uri(fig: Any) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The three charts as SVG data URIs (a chart without data says so in its picture)."""
-    import matplotlib  # noqa: PLC0415 - controller-only dependency (requirements.txt), loaded when used
-
-    matplotlib.use("Agg")
-    # text from the records (hosts, flags, versions) is drawn as given: no $...$ mathtext, no TeX
-    matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
-    from matplotlib import pyplot as plt  # noqa: PLC0415
-
-    out: dict[str, str] = {}
-    hosts = sorted({r["host"] for r in runs})
-
+def _throughput_chart(plt: Any, runs: list[dict[str, Any]], hosts: list[str]) -> str:
+    """Output tok/s per host over time, releases and model revisions marked, each start's time to ready."""
     fig, ax = plt.subplots(figsize=(11, 4))
     for host in hosts:
         pts = [
@@ -76,6 +66,16 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
             ha="right",
             color="dimgrey",
         )
+    for r in runs:  # a run after a start the gate recorded: its time to ready beside the point
+        if r["cold_start"] and r["median_output_tokens_per_s"] is not None:
+            ax.annotate(
+                f"ready in {r['cold_start']['ready_s']:.0f} s",
+                (parse_time(r["time"]), r["median_output_tokens_per_s"]),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=7,
+                color="dimgrey",
+            )
     ax.set_ylabel("output tok/s (median of trials)")
     ax.set_ylim(bottom=0)
     if hosts:
@@ -83,8 +83,24 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     else:
         ax.text(0.5, 0.5, "no gate runs yet", transform=ax.transAxes, ha="center")
     fig.autofmt_xdate()
-    out["throughput"] = _svg_uri(fig)
+    uri = _svg_uri(fig)
     plt.close(fig)
+    return uri
+
+
+def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The three charts as SVG data URIs (a chart without data says so in its picture)."""
+    import matplotlib  # noqa: PLC0415 - controller-only dependency (requirements.txt), loaded when used
+
+    matplotlib.use("Agg")
+    # text from the records (hosts, flags, versions) is drawn as given: no $...$ mathtext, no TeX
+    matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    out: dict[str, str] = {}
+    hosts = sorted({r["host"] for r in runs})
+
+    out["throughput"] = _throughput_chart(plt, runs, hosts)
 
     rows = [(h, c) for h in sorted(sweeps) for c in sweeps[h].get("candidates") or []]
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.28 * len(rows) + 1)))

@@ -226,7 +226,17 @@ class ActionModule(ActionBase):
             )
             res["baseline_plan"] = info
             res["record"] = _with_stop(
-                res, run_record(key, res, info, shape, when=when, accepted=None, gpu_health=opts["gpu_health"])
+                res,
+                run_record(
+                    key,
+                    res,
+                    info,
+                    shape,
+                    when=when,
+                    accepted=None,
+                    gpu_health=opts["gpu_health"],
+                    cold_start=opts["cold_start"],
+                ),
             )
             return res
 
@@ -251,6 +261,7 @@ class ActionModule(ActionBase):
                     when=when,
                     accepted=accepted if write else None,
                     gpu_health=opts["gpu_health"],
+                    cold_start=opts["cold_start"],
                 ),
             ),
             list(self._secrets),

@@ -25,6 +25,11 @@ from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.confined_path import PathError, confine, segment
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import LEVELS as HEALTH_LEVELS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import (
+    STARTUP_PHASES,
+    ColdStartError,
+    check_cold_start,
+)
 
 
 class RecordError(ValueError):
@@ -118,8 +123,24 @@ def _gpu_health(rec: dict[str, Any]) -> str | None:
     return verdict
 
 
+def _cold_start(rec: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The run's ``cold_start`` (startup_metrics.check_cold_start) and, when it cannot be shown, why: one of
+    the wrong shape, or the gate's own ``cold_start_problem``, leaves the run shown without it."""
+    stored = rec.get("cold_start_problem")
+    if stored is not None:
+        why = f"the gate left it out: {stored}" if isinstance(stored, str) else "cold_start_problem is not text"
+        return None, why[:300]
+    if rec.get("cold_start") is None:
+        return None, None
+    try:
+        return check_cold_start(rec["cold_start"]), None
+    except ColdStartError as exc:
+        return None, str(exc)
+
+
 def run_from_record(rec: Any, file: str) -> dict[str, Any]:
-    """The report's row of one gate run record (gate_baseline.run_record); RecordError names a bad field."""
+    """The report's row of one gate run record (gate_baseline.run_record); RecordError names a bad field
+    (a bad ``cold_start`` does not: the run is shown without it and ``cold_start_problem`` says why)."""
     if not isinstance(rec, dict):
         raise RecordError(f"a {type(rec).__name__}, not a mapping")
     key = _dict(rec, "key", required=True)
@@ -132,6 +153,7 @@ def run_from_record(rec: Any, file: str) -> dict[str, Any]:
     time = _text(rec, "time")
     parse_time(time)
     pct, watts, limit = _power(_dict(rec, "telemetry"))
+    cold_start, cold_start_problem = _cold_start(rec)
     return {
         "host": _text(rec, "host", "") or _text(key, "host"),
         "time": time,
@@ -152,6 +174,8 @@ def run_from_record(rec: Any, file: str) -> dict[str, Any]:
         "power_w": watts,
         "power_limit_w": limit,
         "gpu_health": _gpu_health(rec),
+        "cold_start": cold_start,
+        "cold_start_problem": cold_start_problem,
         "file": file,
     }
 
@@ -195,10 +219,14 @@ def load_history(directory: str) -> tuple[list[dict[str, Any]], list[str]]:
                 continue
             try:
                 rec = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
-                runs.append(run_from_record(rec, name))
+                run = run_from_record(rec, name)
             except (ValueError, RecordError) as exc:
                 why = exc if isinstance(exc, RecordError) else "not JSON"
                 problems.append(f"{name} line {number}: not a gate run record ({why})")
+                continue
+            runs.append(run)
+            if run["cold_start_problem"]:
+                problems.append(f"cold start of {name} line {number} not shown ({run['cold_start_problem']})")
     runs.sort(key=lambda r: (parse_time(r["time"]), r["host"]))
     return runs, problems
 
@@ -366,6 +394,17 @@ RUN_COLUMNS = [
     "limit W",
     "GPU health",
 ]
+COLD_START_COLUMNS = [
+    "host",
+    "release",
+    "SGLang",
+    "gate run",
+    "time to ready s",
+    *(f"{phase} s" for phase in STARTUP_PHASES),
+    "CUDA graphs s",
+    "CUDA graph capture by family s",
+    "median tok/s after",
+]
 SWEEP_COLUMNS = ["#", "flags", "status", "median tok/s", "p vs best", "GPU power % of limit", "verdict", "reason"]
 
 
@@ -390,6 +429,31 @@ def run_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
         ]
         for r in runs
     ]
+
+
+def cold_start_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per start a gate run recorded, by host then time: the release, the time to ready, SGLang's
+    phases, the CUDA-graph capture (total and the families that took time) and the throughput measured after."""
+    starts = sorted((r for r in runs if r["cold_start"]), key=lambda r: (r["host"], parse_time(r["time"])))
+    rows = []
+    for r in starts:
+        cs = r["cold_start"]
+        graphs = cs["cuda_graph"]
+        spent = [f"{family} {seconds:.1f}" for family, seconds in sorted(graphs.items()) if seconds > 0]
+        rows.append(
+            [
+                r["host"],
+                cs["release"],
+                cs["sglang_version"],
+                r["time"],
+                _fmt(cs["ready_s"], ".1f"),
+                *(_fmt(cs["phases"].get(phase), ".1f") for phase in STARTUP_PHASES),
+                _fmt(round(sum(graphs.values()), 1) if graphs else None),
+                ", ".join(spent) or "-",
+                _fmt(r["median_output_tokens_per_s"]),
+            ]
+        )
+    return rows
 
 
 def sweep_rows(sweep: dict[str, Any]) -> list[list[str]]:
@@ -442,14 +506,24 @@ def render_html(
         parts.append('<ul class="problems">' + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>")
     captions = {
         "throughput": "Output tok/s per host over time (gate history); "
-        "dashed lines: a new SGLang release or model revision",
+        'dashed lines: a new SGLang release or model revision; "ready in N s": the run after a start, '
+        "with that start's time to ready (table below)",
         "sweeps": "The last sweep per host: median output tok/s per candidate (failed candidates at 0)",
         "power": "GPU power per run, mean % of the enforced limit over the GPUs",
     }
+    starts = (
+        "<h2>Cold starts per node and release</h2><p>Time to ready: from the unit's start to its readiness "
+        'answer; the phases as SGLang reports them (docs/monitoring.md, "Cold start").</p>\n'
+        + _table("Cold starts, by host then time", "coldstarts", COLD_START_COLUMNS, cold_start_rows(runs))
+    )
     for name, uri in charts.items():
         parts.append(
             f'<h2>{esc(captions.get(name, name))}</h2><img id="chart-{esc(name)}" alt="{esc(name)}" src="{esc(uri)}">'
         )
+        if name == "throughput":
+            parts.append(starts)  # next to the throughput timeline
+    if "throughput" not in charts:
+        parts.append(starts)
     parts.append("<h2>Gate runs</h2>")
     parts.append(_table("Gate runs, oldest first", "runs", RUN_COLUMNS, run_rows(runs)))
     for host in sorted(sweeps):

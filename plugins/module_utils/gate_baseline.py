@@ -42,6 +42,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import 
     baseline_spread_problem,
     median,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import ColdStartError, check_cold_start
 from ansible_collections.gpufleet.sglang.plugins.module_utils.version_order import version_key
 
 FORMAT = "gpufleet.sglang/throughput_gate-baseline/1"
@@ -516,9 +517,12 @@ def run_record(
     when: str,
     accepted: dict[str, str] | None,
     gpu_health: dict[str, str] | None = None,
+    cold_start: object = None,
 ) -> dict[str, object]:
     """One run as the history stores it and the role publishes it (``throughput_gate_result``); ``gpu_health``
-    (level, verdict) is the node's GPU health when it ran, None when not checked."""
+    (level, verdict) is the node's GPU health when it ran, None when not checked. ``cold_start`` (the server's
+    start this run saw, startup_metrics.check_cold_start) is kept checked as ``cold_start``; absent when not
+    given; one of the wrong shape is left out and ``cold_start_problem`` says why."""
     ready = result.get("ready") if isinstance(result.get("ready"), dict) else {}
     record: dict[str, object] = {
         "host": key["host"],
@@ -549,6 +553,11 @@ def run_record(
     }
     if accepted:
         record["accepted"] = accepted
+    if cold_start:
+        try:
+            record["cold_start"] = check_cold_start(cold_start)
+        except ColdStartError as exc:
+            record["cold_start_problem"] = f"{exc}; left out"
     return record
 
 

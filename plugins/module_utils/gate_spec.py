@@ -89,6 +89,9 @@ CONTROLLER_ARGUMENT_SPEC: dict[str, dict[str, object]] = {
             "verdict": {"type": "str", "required": True},
         },
     },
+    # the server's start this run saw (module_utils/startup_metrics.py check_cold_start checks it): kept in
+    # the record (the fleet report shows it beside the throughput)
+    "cold_start": {"type": "dict", "no_log": False},
 }
 
 

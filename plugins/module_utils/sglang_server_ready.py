@@ -47,6 +47,7 @@ UNIT_PROPERTIES = (
     "ExecMainCode",
     "ExecMainStatus",
     "InactiveExitTimestamp",
+    "InactiveExitTimestampMonotonic",
 )
 
 
@@ -112,3 +113,19 @@ def journal_lines(rc: int, out: str, err: str, secrets: list[str]) -> list[str]:
     masked (secret_mask.mask: as written, repr- and JSON-escaped, percent-encoded)."""
     lines = (out if rc == 0 else f"journalctl failed (rc {rc}): {err}").splitlines()
     return [str(line) for line in mask(lines, [s for s in secrets if s])]  # type: ignore[union-attr]
+
+
+def time_to_ready(start_us: str, ready_at: float, waited_s: float) -> float:
+    """Seconds from the unit's start to its readiness answer: ``start_us`` is systemd's
+    ``InactiveExitTimestampMonotonic`` when the wait began (microseconds of CLOCK_MONOTONIC, the clock of
+    Python's ``time.monotonic`` on Linux), ``ready_at`` the ``time.monotonic()`` of the 200. When systemd
+    does not say (``0``, empty, not a number) or says something impossible (after the 200, or earlier than
+    the wait's own ``waited_s`` allows), the wait's ``waited_s``: a lower bound, never a guess."""
+    try:
+        start = int(start_us) / 1e6
+    except ValueError:
+        return round(waited_s, 1)
+    seconds = ready_at - start
+    if start <= 0 or seconds < waited_s:
+        return round(waited_s, 1)
+    return round(seconds, 1)

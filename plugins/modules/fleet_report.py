@@ -17,7 +17,11 @@ description:
     in O(baseline_dir), draws with matplotlib the output tok/s per host over time (new SGLang releases and model
     revisions marked), the last sweep per host (tok/s per candidate) and the GPU power against the limit per run,
     and writes O(dest) with the charts embedded (SVG data URIs) and the tables the charts come from.
-  - A line of a history file that is not a gate run record is listed on the page as a problem, not guessed.
+  - Next to the throughput chart, a table of the cold starts the gate recorded (C(cold_start) of a history record),
+    per node and release - time to ready, SGLang's startup phases, the CUDA-graph capture - each also marked on
+    the chart.
+  - A line of a history file that is not a gate run record is listed on the page as a problem, not guessed; so is a
+    C(cold_start) of the wrong shape (the run is shown without it).
 requirements:
   - matplotlib on the controller (requirements.txt)
 author:

@@ -48,6 +48,16 @@ options:
     description: Journal lines returned when the wait fails.
     type: int
     default: 50
+  metrics_url:
+    description:
+      - The server's C(/metrics) URL, read once after the server is ready for the start's phases
+        (C(sglang:startup_time_seconds) and C(sglang:startup_cuda_graph_time_seconds) by C(phase)).
+      - Set it only for a start the caller made (the role does, after its restart), since the phases are those of
+        the unit's current start, and RV(startup.ready_s) runs from that start.
+      - Empty (the default) reads nothing. A C(/metrics) that does not answer, or answers garbage, never
+        fails the wait; RV(startup.problems) says why nothing (or not everything) was read.
+    type: str
+    default: ""
   redact:
     description: Secrets (for example the API key) to blank out of the journal lines returned.
     type: list
@@ -101,6 +111,16 @@ unit:
   description: The unit's last C(systemctl show) properties (ActiveState, SubState, Result, NRestarts, ...).
   returned: always
   type: dict
+startup:
+  description:
+    - The start's phases from O(metrics_url) (docs/monitoring.md, "Cold start"), seconds by phase.
+    - C(phases) holds C(load_weight), C(kv_cache_allocation), C(scheduler_e2e), C(tokenizer_e2e) as SGLang
+      reports them; C(cuda_graph) the capture per family; C(problems) what was not read and why.
+    - C(ready_s) (present when phases were read) is the time to ready of the unit's current start, from that
+      start (systemd's C(InactiveExitTimestampMonotonic) when the wait began) to the 200 the wait got.
+  returned: when the server is ready and O(metrics_url) is set
+  type: dict
+  sample: {"phases": {"load_weight": 41.2}, "cuda_graph": {"decode": 12.5}, "problems": [], "ready_s": 312.4}
 journal:
   description: The last O(journal_lines) journal lines of the unit since the start the wait is about, secrets redacted.
   returned: when the wait failed
@@ -121,7 +141,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_read
     parse_show,
     probe_timeout,
     restarts,
+    time_to_ready,
     unit_verdict,
+)
+from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import (
+    MAX_TEXT_BYTES,
+    not_read,
+    parse_startup,
 )
 
 
@@ -143,6 +169,23 @@ def _probe(url: str, timeout: float) -> int | None:
         return None
 
 
+def _startup(url: str, ready_s: float) -> dict:
+    """``{"startup": phases}`` from ``url`` (/metrics), read once, with ``ready_s``, or {} when ``url`` is
+    empty; a failure to read is a problem in it, never an error."""
+    if not url:
+        return {}
+    try:
+        response = open_url(url, method="GET", timeout=10, validate_certs=False, follow_redirects="none")
+        data = response.read(MAX_TEXT_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        return {"startup": not_read(f"GET {url} answered {exc.code}")}
+    except Exception as exc:  # refused, reset, timeout, bad URL: the wait is over, the phases unknown
+        return {"startup": not_read(f"GET {url} failed ({type(exc).__name__})")}
+    if len(data) > MAX_TEXT_BYTES:
+        return {"startup": not_read(f"GET {url} sent more than {MAX_TEXT_BYTES} bytes")}
+    return {"startup": dict(parse_startup(data.decode("utf-8", errors="replace")), ready_s=ready_s)}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -152,6 +195,7 @@ def main() -> None:
             "poll_s": {"type": "int", "default": 15},
             "max_restarts": {"type": "int", "default": 3},
             "journal_lines": {"type": "int", "default": 50},
+            "metrics_url": {"type": "str", "default": ""},
             "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
         },
         supports_check_mode=True,
@@ -175,6 +219,7 @@ def main() -> None:
     props = _show(module, systemctl, p["service"])
     baseline = restarts(props)
     activation = props.get("InactiveExitTimestamp", "")
+    started_us = props.get("InactiveExitTimestampMonotonic", "")
     verdict, reason = "timeout", ""
     while True:
         props = _show(module, systemctl, p["service"])
@@ -197,6 +242,8 @@ def main() -> None:
     result.update(verdict=verdict, reason=reason, elapsed_s=round(time.monotonic() - start, 1))
     if verdict == "ready":
         result["ready"] = True
+        ready_s = time_to_ready(started_us, time.monotonic(), result["elapsed_s"])
+        result.update(_startup(p["metrics_url"], ready_s))
         module.exit_json(**result)
     journal_bin = module.get_bin_path("journalctl")
     result["journal"] = []

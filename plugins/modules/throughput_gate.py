@@ -297,6 +297,13 @@ options:
         description: The node's verdict (the level and the reasons of that level).
         type: str
         required: true
+  cold_start:
+    description:
+      - The server's start this run saw (C(release), C(sglang_version), C(ready_s), C(phases), C(cuda_graph);
+        the role passes C(sglang_server_facts.cold_start) of role sglang_server's readiness wait). Checked and
+        kept as C(cold_start) in the history record; one of the wrong shape is left out and named in
+        C(cold_start_problem). Needs O(baseline_dir).
+    type: dict
 notes:
   - Check mode sends nothing and reports the plan in RV(plan).
   - The module never changes the target; C(changed) is always false.

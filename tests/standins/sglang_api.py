@@ -27,7 +27,16 @@ Real formats it follows:
   to every chunk. Then ``data: [DONE]``.
 - ``GET /metrics`` (only with ``--enable-metrics``, as in SGLang): Prometheus text with
   ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total``, ``sglang:gen_throughput``,
-  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs`` (waiting past the running cap).
+  ``sglang:num_running_reqs``, ``sglang:num_queue_reqs`` (waiting past the running cap), and, once
+  the simulated engine has started, the start's phases as SGLang 0.5.23 exports them
+  (``sglang/srt/observability/metrics_collector.py`` ``emit_startup_time``, docs/monitoring.md):
+  ``sglang:startup_time_seconds{model_name,engine_type,phase}`` for ``load_weight``,
+  ``kv_cache_allocation``, ``scheduler_e2e``, ``tokenizer_e2e``, and
+  ``sglang:startup_cuda_graph_time_seconds{model_name,engine_type,phase}`` for the six capture families
+  (0 for those not captured). The seconds are the ones the stand-in spent: ``STANDIN_STARTUP_DELAY_S``
+  is spent in SGLang's order (START_SHARES: weights 50 %, KV cache 10 %, decode-graph capture 30 %,
+  then the HTTP warm-up 10 % after the gauges are set and before readiness), each phase timed with
+  ``time.perf_counter``; ``tokenizer_e2e`` runs from the process start, as SGLang's from its launch.
 - ``POST /abort_request`` ``{"rid", "abort_all"}`` (SGLang's AbortReq): the requests end at once with
   ``finish_reason`` ``{"type": "abort"}``; 200, empty body.
 - ``--api-key K``: requests need ``Authorization: Bearer K`` (401 otherwise); ``/health*``,
@@ -56,7 +65,8 @@ it as its value; otherwise it is a boolean true). ``--port 0`` picks a free port
 printed on stdout as ``STANDIN_LISTENING <host> <port>`` and ``--port-file PATH`` writes it to PATH.
 
 Knobs (environment):
-    STANDIN_STARTUP_DELAY_S   seconds of simulated JIT + autotune before readiness turns 200 (default 0)
+    STANDIN_STARTUP_DELAY_S   seconds of simulated start (weights, KV cache, CUDA graphs, warm-up: the
+                              phases /metrics reports) before readiness turns 200 (default 0)
     STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
                               decoding: each step gives every running request one token and lasts
                               running/rate seconds; 0 = as fast as possible (default 0)
@@ -152,6 +162,13 @@ _FAULTS = (
 _MIDSTREAM_FAULTS = ("midstream_error", "malformed_sse", "drop_connection", "endless_stream")
 _ONE_EVENT_FAULTS = ("malformed_middle", "error_with_counts", "huge_event")  # one bad event, then normal
 _TRICKLE_FAULTS = ("trickle_head", "trickle_body")
+_LAUNCHED = time.perf_counter()  # the process start: SGLang's tokenizer_e2e counts from its launch
+
+# The simulated start: (phase, share of STANDIN_STARTUP_DELAY_S), spent in this order. A phase
+# "cuda_graph:<family>" is a CUDA-graph capture; "warmup" (SGLang's HTTP warm-up request) comes after
+# the gauges are set, so /metrics has them shortly before readiness, as with SGLang.
+START_SHARES = (("load_weight", 0.5), ("kv_cache_allocation", 0.1), ("cuda_graph:decode", 0.3), ("warmup", 0.1))
+CUDA_GRAPH_FAMILIES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
 _HEALTH_FAULTS = ("401", "403", "redirect", "trickle_head", "trickle_body")
 _VOCAB = 97
 _PIECES = [f" w{i}" for i in range(_VOCAB)]
@@ -310,6 +327,11 @@ def _env_float(name: str, default: float) -> float:
     if value < 0:
         raise SystemExit(f"sglang_api stand-in: {name}={raw!r} must be >= 0")
     return value
+
+
+def _label_value(text: str) -> str:
+    """A Prometheus label value escaped as the text format wants it (backslash, quote, newline)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _json_bytes(obj: object) -> bytes:
@@ -472,7 +494,8 @@ class Engine:
         self.running: list[Request] = []
         self.waiting: list[Request] = []
         self.wake = asyncio.Event()
-        self.ready_at = time.monotonic() + cfg.startup_delay
+        self.started = asyncio.Event()
+        self.startup: dict[str, object] | None = None  # the start's phases once the engine is up
         self.generation_tokens_total = 0
         self.prompt_tokens_total = 0
         self.requests_seen = 0
@@ -482,7 +505,27 @@ class Engine:
         self.dirty: set[HTTPProtocol] = set()
 
     def ready(self) -> bool:
-        return time.monotonic() >= self.ready_at
+        return self.started.is_set()
+
+    async def start(self) -> None:
+        """Spend the start (START_SHARES of the startup delay), timing each phase; then readiness. A zero
+        delay does not yield, so a server started with none is ready before it answers anything."""
+        scheduler_tic = time.perf_counter()
+        spent: dict[str, float] = {}
+        for phase, share in START_SHARES:
+            if phase == "warmup":
+                self.startup = {
+                    "load_weight": spent["load_weight"],
+                    "kv_cache_allocation": spent["kv_cache_allocation"],
+                    "scheduler_e2e": time.perf_counter() - scheduler_tic,
+                    "tokenizer_e2e": time.perf_counter() - _LAUNCHED,
+                    "cuda_graph": {family: spent.get(f"cuda_graph:{family}", 0.0) for family in CUDA_GRAPH_FAMILIES},
+                }
+            tic = time.perf_counter()
+            if self.cfg.startup_delay * share > 0:
+                await asyncio.sleep(self.cfg.startup_delay * share)
+            spent[phase] = time.perf_counter() - tic
+        self.started.set()
 
     def pick_fault(self) -> str:
         cfg = self.cfg
@@ -504,7 +547,7 @@ class Engine:
         next_t = 0.0
         while True:
             if not self.ready():
-                await asyncio.sleep(max(0.0, self.ready_at - time.monotonic()))
+                await self.started.wait()
                 continue
             self._admit()
             if not self.running:
@@ -942,7 +985,33 @@ class Server:
             "# TYPE sglang:num_queue_reqs gauge",
             f'sglang:num_queue_reqs{{model_name="{self.cfg.served_model_name}"}} {float(len(e.waiting))}',
         ]
+        lines += self.startup_metrics()
         return ("\n".join(lines) + "\n").encode()
+
+    def startup_metrics(self) -> list[str]:
+        """The two startup gauges as prometheus_client writes them: HELP and TYPE always, samples once set."""
+        startup = self.engine.startup
+        common = f'model_name="{_label_value(self.cfg.served_model_name)}",engine_type="unified"'
+        lines = [
+            "# HELP sglang:startup_time_seconds Engine startup duration by phase in seconds.",
+            "# TYPE sglang:startup_time_seconds gauge",
+        ]
+        if startup is not None:
+            lines += [
+                f'sglang:startup_time_seconds{{{common},phase="{phase}"}} {float(startup[phase])!r}'  # type: ignore[arg-type]
+                for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
+            ]
+        lines += [
+            "# HELP sglang:startup_cuda_graph_time_seconds CUDA graph capture duration by phase in seconds.",
+            "# TYPE sglang:startup_cuda_graph_time_seconds gauge",
+        ]
+        if startup is not None:
+            graphs: dict[str, float] = startup["cuda_graph"]  # type: ignore[assignment]
+            lines += [
+                f'sglang:startup_cuda_graph_time_seconds{{{common},phase="{family}"}} {float(graphs[family])!r}'
+                for family in CUDA_GRAPH_FAMILIES
+            ]
+        return lines
 
     def route(self, proto: HTTPProtocol, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
         if not self._authorized(path, headers):
@@ -1157,15 +1226,17 @@ async def serve(cfg: Config) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    start_task = asyncio.create_task(server.engine.start())
     engine_task = asyncio.create_task(server.engine.run())
     await stop.wait()
     srv.close()
     for conn in list(server.conns):
         if conn.transport is not None:
             conn.transport.close()
-    engine_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await engine_task
+    for task in (start_task, engine_task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     print("STANDIN_STOPPED", flush=True)
     return 0
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from lib.playbook import run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    COLD_START_COLUMNS,
     RUN_COLUMNS,
     SWEEP_COLUMNS,
     display_text,
@@ -256,7 +257,7 @@ def _assert_only_template_markup(page: str) -> None:
     assert {name for name, _value in structure.attrs} <= TEMPLATE_ATTRS
     for name, value in structure.attrs:
         if name == "class":
-            assert value in ("problems", "runs", "sweep")
+            assert value in ("problems", "runs", "sweep", "coldstarts")
         if name == "src":
             assert str(value).startswith("data:image/svg+xml;base64,")
 
@@ -451,7 +452,8 @@ json_values = st.recursive(
     max_leaves=6,
 )
 RECORD_FIELDS = ["host", "time", "key", "verdict", "reason", "failed", "median_output_tokens_per_s", "trials"]
-RECORD_FIELDS += ["baseline_median", "delta_pct", "p_value", "telemetry", "gpu_health"]
+RECORD_FIELDS += ["baseline_median", "delta_pct", "p_value", "telemetry", "gpu_health", "cold_start"]
+RECORD_FIELDS += ["cold_start_problem"]
 KEY_FIELDS = ["host", "sglang_version", "model", "model_revision", "profile", "gpu_model"]
 
 
@@ -545,3 +547,148 @@ def _assert_plain_svg(uri: str) -> None:
         assert local not in ("script", "foreignObject", "a", "iframe")
         for name in element.attrib:
             assert not name.rsplit("}", 1)[-1].lower().startswith("on")
+
+
+# ---- cold starts beside the throughput (issue 23) ----
+
+COLD_START = {
+    "release": "0.5.23-abc",
+    "sglang_version": "0.5.23",
+    "ready_s": 312.44,
+    "phases": {"load_weight": 41.25, "kv_cache_allocation": 3.5, "scheduler_e2e": 260.0, "tokenizer_e2e": 262.75},
+    "cuda_graph": {"prefill": 0.0, "decode": 210.5, "draft_decode": 12.0},
+}
+
+
+def _cold_start_table(page: str) -> list[list[str]]:
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables["coldstarts"]
+    return table
+
+
+def test_cold_starts_are_shown_per_node_and_release(tmp_path):
+    rec = dict(_fixture_record(), cold_start=COLD_START)
+    old = _fixture_record()  # a run before cold starts were recorded: no row, no problem
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(rec) + "\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert problems == []
+    assert len(runs) == 2
+    head, *rows = _cold_start_table(page)
+    assert head == COLD_START_COLUMNS
+    assert rows == [
+        [
+            rec["host"] or rec["key"]["host"],
+            "0.5.23-abc",
+            "0.5.23",
+            rec["time"],
+            "312.4",
+            "41.2",
+            "3.5",
+            "260.0",
+            "262.8",
+            "222.5",
+            "decode 210.5, draft_decode 12.0",
+            str(rec["median_output_tokens_per_s"]),
+        ]
+    ]
+    _assert_only_template_markup(page)
+
+
+def test_cold_starts_come_next_to_the_throughput_chart():
+    page = render_html(
+        "t",
+        "now",
+        "d",
+        runs=[],
+        sweeps={},
+        charts={"throughput": "data:image/svg+xml;base64,", "power": "data:image/svg+xml;base64,"},
+        problems=[],
+    )
+    assert page.index('id="chart-throughput"') < page.index('class="coldstarts"') < page.index('id="chart-power"')
+
+
+@pytest.mark.parametrize(
+    ("cold_start", "why"),
+    [
+        ("fast", "cold_start is a str, not a mapping"),
+        (dict(COLD_START, ready_s=-1), "cold_start.ready_s is negative"),
+        (dict(COLD_START, ready_s=1e300), "cold_start.ready_s is more than"),
+        (dict(COLD_START, phases={"<script>": 1.0}), "cold_start.phases has a phase name"),
+        (dict(COLD_START, phases={}), "cold_start.phases is empty"),
+        (dict(COLD_START, release=MARKUP[0] * 30), "cold_start.release is not text of 1 to 200"),
+        ({k: v for k, v in COLD_START.items() if k != "release"}, "cold_start.release is missing"),
+    ],
+)
+def test_a_cold_start_of_the_wrong_shape_is_a_problem_and_the_run_is_shown(tmp_path, cold_start, why):
+    rec = dict(_fixture_record(), cold_start=cold_start)
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert len(runs) == 1  # the throughput is still shown
+    assert len(problems) == 1
+    assert problems[0].startswith(f"cold start of h.history.jsonl line 1 not shown ({why}")
+    assert _cold_start_table(page)[1:] == []
+    _assert_only_template_markup(page)
+
+
+def test_the_gates_own_cold_start_problem_is_listed(tmp_path):
+    rec = dict(_fixture_record(), cold_start_problem=MARKUP[2] + "; left out")
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    page, runs, _sweeps, problems = _page_of(tmp_path)
+    assert len(runs) == 1
+    assert problems == [f"cold start of h.history.jsonl line 1 not shown (the gate left it out: {MARKUP[2]}; left out)"]
+    _assert_only_template_markup(page)
+
+
+def test_markup_in_cold_start_text_stays_text(tmp_path):
+    rec = dict(_fixture_record(), cold_start=dict(COLD_START, release=MARKUP[1], sglang_version=MARKUP[3]))
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    page, _runs, _sweeps, problems = _page_of(tmp_path)
+    assert problems == []
+    _assert_only_template_markup(page)
+    row = _cold_start_table(page)[1]
+    assert row[1:3] == [MARKUP[1], MARKUP[3]]
+
+
+def test_the_throughput_chart_marks_the_time_to_ready(tmp_path):
+    from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415
+
+    rec = dict(_fixture_record(), cold_start=COLD_START)
+    (tmp_path / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    runs, _problems = load_history(str(tmp_path))
+    uri = charts(runs, {})["throughput"]
+    _assert_plain_svg(uri)
+    assert b"ready in 312 s" in base64.b64decode(uri.split(",", 1)[1])
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)  # what JSON can carry (the loader refuses NaN)
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "release": markup_text,
+            "sglang_version": markup_text,
+            "ready_s": st.one_of(finite, st.integers(), markup_text),
+            "phases": st.dictionaries(
+                st.one_of(markup_text, st.sampled_from(["load_weight", "decode"])), st.one_of(finite, markup_text)
+            ),
+            "cuda_graph": st.one_of(
+                markup_text, st.lists(finite), st.dictionaries(st.sampled_from(["decode", "prefill"]), finite)
+            ),
+        },
+    )
+)
+def test_any_cold_start_is_shown_or_named_never_a_crash(tmp_path_factory, cold_start):
+    directory = tmp_path_factory.mktemp("coldstart")
+    rec = dict(_fixture_record(), cold_start=cold_start)
+    (directory / "h.history.jsonl").write_text(json.dumps(rec) + "\n")
+    page, runs, _sweeps, problems = _page_of(directory)
+    assert len(runs) == 1  # the run is always shown
+    shown = _cold_start_table(page)[1:]
+    assert (len(shown), len(problems)) in ((1, 0), (0, 1))
+    if problems:
+        assert problems[0].startswith("cold start of h.history.jsonl line 1 not shown (cold_start")
+    _assert_only_template_markup(page)
+    page.encode("utf-8")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import subprocess
@@ -410,3 +411,41 @@ def test_gpu_health_option_is_checked_on_the_controller():
     errors = validator.validate({"gpu_health": {"level": "sick", "verdict": "x"}}).error_messages
     assert errors
     assert errors[0] == "value of level must be one of: healthy, degraded, failed, got: sick found in gpu_health"
+
+
+COLD_START = {
+    "release": "0.5.23-abc",
+    "sglang_version": "0.5.23",
+    "ready_s": 312.4,
+    "phases": {"load_weight": 41.25, "tokenizer_e2e": 262.75},
+    "cuda_graph": {"decode": 210.5},
+}
+
+
+def test_cold_start_goes_into_the_record_checked():
+    result = {"verdict": "pass", "reason": "within_tolerance", "summary_row": "PASS     within_tolerance"}
+    when = "2026-11-30T00:00:00+00:00"
+    record = gb.run_record(KEY, result, {}, {}, when=when, accepted=None, cold_start=COLD_START)
+    assert record["cold_start"] == COLD_START
+    assert "cold_start_problem" not in record
+    # unknown: absent, not null
+    for unknown in (None, {}):
+        assert "cold_start" not in gb.run_record(KEY, result, {}, {}, when=when, accepted=None, cold_start=unknown)
+    bad = gb.run_record(KEY, result, {}, {}, when=when, accepted=None, cold_start=dict(COLD_START, ready_s=-3))
+    assert "cold_start" not in bad
+    assert bad["cold_start_problem"] == "cold_start.ready_s is negative; left out"
+    json.dumps(bad, allow_nan=False)  # what the history appends
+    nan = gb.run_record(KEY, result, {}, {}, when=when, accepted=None, cold_start=dict(COLD_START, ready_s=math.nan))
+    assert nan["cold_start_problem"].startswith("cold_start.ready_s is not finite")
+
+
+def test_cold_start_option_is_a_controller_option():
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: PLC0415
+
+    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
+
+    validator = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC)
+    checked = validator.validate({"cold_start": COLD_START})
+    assert not checked.error_messages
+    assert checked.validated_parameters["cold_start"] == COLD_START
+    assert validator.validate({"cold_start": [1]}).error_messages

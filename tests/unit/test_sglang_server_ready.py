@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_read
     probe_timeout,
     ready_path,
     restarts,
+    time_to_ready,
     unit_verdict,
 )
 
@@ -138,3 +139,19 @@ def test_journal_lines_mask_escaped_forms_of_the_key() -> None:
 def test_journal_lines_say_why_journalctl_failed_masked() -> None:
     lines = journal_lines(1, "", "no access to abcdef", ["abcdef"])
     assert lines == ["journalctl failed (rc 1): no access to ********"]
+
+
+@pytest.mark.parametrize(
+    ("start_us", "ready_at", "waited", "expected"),
+    [
+        ("1000000000", 1312.44, 300.0, 312.4),  # systemd's start at 1000 s of CLOCK_MONOTONIC
+        ("0", 1312.44, 300.04, 300.0),  # never started: the wait's own seconds
+        ("", 1312.44, 300.0, 300.0),
+        ("[not set]", 1312.44, 300.0, 300.0),
+        ("2000000000", 1312.44, 300.0, 300.0),  # a start after the 200: impossible, not used
+        ("1100000000", 1312.44, 300.0, 300.0),  # less than the wait itself: not used
+    ],
+)
+def test_time_to_ready_from_the_units_start(start_us: str, ready_at: float, waited: float, expected: float) -> None:
+    assert time_to_ready(start_us, ready_at, waited) == expected
+    assert "InactiveExitTimestampMonotonic" in UNIT_PROPERTIES
