@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filter plugin: the scheduled re-gate's unit values, checked and quoted (thin shell around systemd_unit.regate_units)."""
+"""Filter plugin: the scheduled re-gate's unit values, checked and quoted (around systemd_unit.regate_units)."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.systemd_unit import UnitValueError, regate_units as build
+from ansible_collections.gpufleet.sglang.plugins.module_utils import systemd_unit
 
 
 def regate_units(settings: object) -> dict:
     try:
-        return build(settings)
-    except UnitValueError as exc:
+        return systemd_unit.regate_units(settings)
+    except systemd_unit.UnitValueError as exc:
         raise AnsibleFilterError(f"fleet_regate: {exc}; nothing was installed") from None
 
 

@@ -110,7 +110,9 @@ def absolute_path(value: Any, what: str) -> str:
     """An absolute path (any characters but control characters: :func:`exec_word` quotes it)."""
     path = _text(value, what)
     if not path.startswith("/"):
-        raise UnitValueError(f"{what} {path!r} is not an absolute path: the service does not run where you are. Give it as /...")
+        raise UnitValueError(
+            f"{what} {path!r} is not an absolute path: the service does not run where you are. Give it as /..."
+        )
     return path
 
 
@@ -207,7 +209,8 @@ def regate_units(settings: Any) -> dict[str, Any]:
     ]
     vault = get("vault_password_file")
     if vault not in (None, ""):
-        argv += [("option", "--vault-password-file"), (var("vault_password_file"), absolute_path(vault, var("vault_password_file")))]
+        vault_file = absolute_path(vault, var("vault_password_file"))
+        argv += [("option", "--vault-password-file"), (var("vault_password_file"), vault_file)]
     argv += [
         ("option", "--extra-vars"),
         ("the rollout's pace", ROLLOUT_EXTRA_VARS),

@@ -35,7 +35,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.systemd_unit impor
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles/fleet_regate"
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
-needs_systemd_analyze = pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="needs systemd-analyze (systemd's own parser)")
+needs_systemd_analyze = pytest.mark.skipif(
+    SYSTEMD_ANALYZE is None, reason="needs systemd-analyze (systemd's own parser)"
+)
 
 
 def role_defaults() -> dict:
@@ -87,7 +89,7 @@ def systemd_words(value: str) -> list[str]:
         word = []
         while value[pos] != '"':
             if value[pos] == "\\":
-                assert value[pos + 1] in '\\"', f"unexpected escape {value[pos:pos + 2]!r}"
+                assert value[pos + 1] in '\\"', f"unexpected escape {value[pos : pos + 2]!r}"
                 word.append(value[pos + 1])
                 pos += 2
             elif value[pos] in "%$":
@@ -182,7 +184,7 @@ def test_a_hostile_inventory_path_is_one_exact_argument_of_a_unit_that_verifies(
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("on_calendar", "*-*-* 03:30:00\nExecStartPre=/bin/sh -c id", "fleet_regate_on_calendar .* contains a line feed"),
+        ("on_calendar", "03:30\nExecStartPre=/bin/sh -c id", "fleet_regate_on_calendar .* contains a line feed"),
         ("on_calendar", "daily; reboot", "fleet_regate_on_calendar .* is not a calendar event"),
         ("on_calendar", "%h", "fleet_regate_on_calendar .* is not a calendar event"),
         ("on_calendar", "", "fleet_regate_on_calendar is empty"),
@@ -209,7 +211,8 @@ def test_a_value_that_cannot_go_into_a_unit_is_a_named_error(field: str, value: 
 
 @needs_systemd_analyze
 def test_systemd_reads_every_calendar_event_and_span_the_checks_let_through(tmp_path: Path) -> None:
-    for event in ["*-*-* 03:30:00", "Sun *-*-* 04:00:00 UTC", "Mon..Fri 02:00", "daily", "*-*-01 05:15:00 Europe/Berlin"]:
+    events = ["*-*-* 03:30:00", "Sun *-*-* 04:00:00 UTC", "Mon..Fri 02:00", "daily", "*-*-01 05:15:00 Europe/Berlin"]
+    for event in events:
         assert calendar(event, "x") == event
         check = subprocess.run([SYSTEMD_ANALYZE, "calendar", event], capture_output=True, text=True, check=False)
         assert check.returncode == 0, check.stderr
@@ -224,24 +227,24 @@ def test_systemd_reads_every_calendar_event_and_span_the_checks_let_through(tmp_
 
 @given(st.text(min_size=1, max_size=60))
 def test_exec_word_gives_back_the_text_or_refuses_it(text: str) -> None:
-    try:
-        word = exec_word(text, "fleet_regate_inventory")
-    except UnitValueError as exc:
-        assert str(exc).startswith("fleet_regate_inventory ")
-        assert re.search(r"[\x00-\x1f\x7f\ud800-\udfff]", text)
+    if re.search(r"[\x00-\x1f\x7f\ud800-\udfff]", text):
+        with pytest.raises(UnitValueError, match=r"^fleet_regate_inventory .* contains "):
+            exec_word(text, "fleet_regate_inventory")
         return
-    assert "\n" not in word and "\r" not in word
+    word = exec_word(text, "fleet_regate_inventory")
+    assert "\n" not in word
     assert systemd_words(word) == [text]
 
 
 @given(st.text(max_size=40))
 def test_env_assignment_is_one_quoted_word_or_a_named_error(text: str) -> None:
-    try:
-        assignment = env_assignment("ANSIBLE_CONFIG", text, "fleet_regate_config")
-    except UnitValueError as exc:
-        assert str(exc).startswith("fleet_regate_config")
+    if not text or re.search(r"[\x00-\x1f\x7f\ud800-\udfff]", text):
+        with pytest.raises(UnitValueError, match=r"^fleet_regate_config "):
+            env_assignment("ANSIBLE_CONFIG", text, "fleet_regate_config")
         return
-    assert assignment.startswith('"ANSIBLE_CONFIG=') and assignment.endswith('"')
+    assignment = env_assignment("ANSIBLE_CONFIG", text, "fleet_regate_config")
+    assert assignment.startswith('"ANSIBLE_CONFIG=')
+    assert assignment.endswith('"')
     body = assignment[len('"ANSIBLE_CONFIG=') : -1]
     assert re.sub(r'\\[\\"]|%%', "", body).count('"') == 0
     assert "\n" not in assignment
@@ -257,10 +260,13 @@ def test_env_assignment_is_one_quoted_word_or_a_named_error(text: str) -> None:
     )
 )
 def test_any_settings_render_a_unit_without_a_stray_line_or_a_named_error(overrides: dict) -> None:
+    message = ""
     try:
         units = regate_units(settings(**overrides))
     except UnitValueError as exc:
-        assert str(exc).startswith(("fleet_regate_", "the settings"))
+        message = str(exc)
+    if message:
+        assert message.startswith("fleet_regate_"), message
         return
     for template in ("regate.service.j2", "regate.timer.j2"):
         text = render(template, units)
