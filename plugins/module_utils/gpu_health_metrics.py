@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import FileWriteError, replace_file
@@ -48,6 +49,7 @@ __all__ = [
     "label_value",
     "render",
     "same_but_time",
+    "sample_value",
     "write_textfile",
 ]
 
@@ -62,7 +64,7 @@ def label_value(text: str) -> str:
     return clean.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(value: float) -> str:
+def sample_value(value: float) -> str:
     """A sample value as the text format writes it (Go float syntax; NaN and +Inf/-Inf by name)."""
     if math.isnan(value):
         return "NaN"
@@ -158,7 +160,7 @@ def render(result: Any, timestamp: float) -> str:
         if not samples[name]:
             continue
         lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge"]
-        lines += [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples[name]]
+        lines += [f"{name}{_labels(labels)} {sample_value(value)}" for labels, value in samples[name]]
     return "\n".join(lines) + "\n"
 
 
@@ -171,12 +173,13 @@ def same_but_time(old: str, new: str) -> bool:
     return content(old) == content(new)
 
 
-def write_textfile(path: str, text: str) -> bool:
+def write_textfile(path: str, text: str, same: Callable[[str, str], bool] = same_but_time) -> bool:
     """Put ``text`` at ``path`` atomically (a scrape reads the old file or the new one, never half of one).
 
     The collector reads only ``*.prom`` files of an existing directory: any other name, or a directory
     that is missing, is a MetricsError naming the fix; nothing is written then. Returns whether the file
-    says something new (:func:`same_but_time`); it is rewritten in any case, so its time is the check's.
+    says something new (``same``, by default :func:`same_but_time`); it is rewritten in any case, so its
+    time is the check's.
     """
     if not path.endswith(".prom") or os.path.basename(path) == ".prom":
         raise MetricsError(f"textfile {path!r} does not end in .prom: the textfile collector reads only *.prom files")
@@ -197,4 +200,4 @@ def write_textfile(path: str, text: str) -> bool:
         replace_file(path, text.encode("utf-8"), mode=0o644)
     except FileWriteError as exc:
         raise MetricsError(str(exc)) from None
-    return old is None or not same_but_time(old, text)
+    return old is None or not same(old, text)
