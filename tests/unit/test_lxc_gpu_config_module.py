@@ -357,7 +357,8 @@ def test_the_former_name_flavour_is_not_an_alias_of_platform(tmp_path, dev_dir):
     conf.write_text("lxc.arch = amd64\n")
     rc, result = run_module(args_for(conf, dev_dir, flavour="lxc", cgroup="v2"), tmp_path)
     assert rc != 0, result
-    assert "Unsupported parameters" in result["msg"] and "flavour" in result["msg"], result["msg"]
+    assert "Unsupported parameters" in result["msg"], result["msg"]
+    assert "flavour" in result["msg"], result["msg"]
     assert conf.read_text() == "lxc.arch = amd64\n"
 
 
