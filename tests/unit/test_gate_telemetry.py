@@ -129,5 +129,5 @@ def test_the_roles_header_and_rows_have_summary_rows_columns():
     formats = sorted(re.findall(r"'%-24s ([^']*)' \| format\(", ROLE_TASKS.read_text()), key=len)
     assert len(formats) == 3, formats
     fail_row, *full_rows = (_as_row_format(printf) for printf in formats)
-    assert fail_row == _ROW.split(" ")[0] + " {}", formats[0]
+    assert fail_row == _ROW.split(" ", maxsplit=1)[0] + " {}", formats[0]
     assert full_rows == [_ROW, _ROW], formats
