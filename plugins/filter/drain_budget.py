@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: drain_budget
 short_description: A node's drain budget, from the gate's per-request decode rate or set by the user
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - O(budget_s) > 0 is taken as it is (C(source=set)). Else, from the newest of the gate's records (O(_input))
     of O(host) that holds C(median_output_tokens_per_s) and C(shape.concurrency), the per-request decode rate is

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: drain_line
 short_description: The rollout's line for a drained node
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - "C(<host>: drained in <seconds> s (<running> running, <queued> queued at removal; budget <budget> s;
     <stragglers> straggler(s) <outcome>), back in the gateway), from the C(sglang_gateway_drain) fact."

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: rollout_serial
 short_description: The rollout's serial batches, the canary first, then batches of max_unavailable nodes
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - "C(n_nodes | gpufleet.sglang.rollout_serial(max_unavailable)): V(1) (the canary) then batches of
     O(max_unavailable) nodes, the last one what is left; the sizes add up to O(_input)."

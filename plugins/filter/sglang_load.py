@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sglang_load
 short_description: Running and queued requests of an SGLang server, from its /metrics page
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - The sums of the samples of C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) (one sample per
     label set, e.g. per data-parallel rank) on a Prometheus text page, as served by SGLang started with

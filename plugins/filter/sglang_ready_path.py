@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sglang_ready_path
 short_description: The readiness path of an SGLang server version
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - C(/ready) for SGLang 0.5.23 and later (200 once the server has warmed up), C(/health_generate)
     (a real one-token generation) before; O(override) when it is not empty.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sglang_tuned_profile
 short_description: The flags of the tuned profile tune.yml wrote for a node, profile and SGLang version
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Reads the C(*.tuned.json) files in the directory given as the term (the gate's baseline directory) and
     returns the flags of the one whose key matches O(host), O(profile), O(sglang_version) and

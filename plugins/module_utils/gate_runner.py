@@ -386,12 +386,12 @@ def wait_ready(p: GateParams) -> dict[str, object]:
     return info
 
 
+# The columns of the play-end table; its header is the throughput_gate role's "Summary" task.
 _ROW = "{:<8} {:<22} {:>11} {:>11} {:>8} {:>9} {}"
-SUMMARY_HEADER = _ROW.format("verdict", "reason", "tok/s", "baseline", "delta%", "p", "gpu power")
 
 
 def summary_row(result: dict[str, object]) -> str:
-    """One line of the play-end summary table (columns of :data:`SUMMARY_HEADER`)."""
+    """One line of the play-end summary table (after the host column; the role prints the header)."""
 
     def cell(value: object, fmt: str = "{}") -> str:
         return "-" if value is None else fmt.format(value)

@@ -11,8 +11,6 @@ after each valid trial and says whether to stop:
   no verdict before ``min_trials``, a verdict by the side of the tolerance line at ``max_trials``.
 - ``fixed``: the rule below on a round of ``trials``, one extra round on UNKNOWN.
 
-:func:`compare_samples` is the general "is sample B really better or worse than A" test.
-
 Fixed-design rule (after asv and Chromium Pinpoint):
 
 - FAIL iff median(current) < median(baseline) x (1 - tolerance) AND a one-sided Mann-Whitney
@@ -290,36 +288,6 @@ def t_sf(t: float, df: float) -> float:
     return tail if t >= 0 else 1.0 - tail
 
 
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    return 1.0 - t_sf(t, df) if t >= 0 else t_sf(-t, df)
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t (bisection on :func:`t_cdf`; 0 < p < 1)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"quantile needs 0 < p < 1, got {p!r}")
-    if p == 0.5:
-        return 0.0
-    upper = p > 0.5
-    q = 1.0 - p if upper else p  # the tail probability
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > q:
-        hi *= 2.0
-        if hi > 1e12:
-            break
-    for _step in range(200):
-        mid = (lo + hi) / 2.0
-        if t_sf(mid, df) > q:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * max(1.0, hi):
-            break
-    x = (lo + hi) / 2.0
-    return x if upper else -x
-
-
 _NORMAL = NormalDist()
 
 
@@ -389,77 +357,6 @@ def _mean(values: list[float]) -> float:
 def _ss(values: list[float]) -> float:
     m = _mean(values)
     return sum((v - m) ** 2 for v in values)
-
-
-# --------------------------------------------------------------------------- comparing two samples
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Whether sample ``b`` is really better (higher) or worse (lower) than sample ``a``."""
-
-    verdict: str  # "better" | "worse" | "same" | "unclear"
-    ratio: float  # geometric mean of b / geometric mean of a
-    low: float  # two-sided (1 - alpha) confidence interval of the ratio
-    high: float
-    p_better: float  # one-sided p-value of "b is not higher than a"
-    p_worse: float  # one-sided p-value of "b is not lower than a"
-    df: float
-    n_a: int
-    n_b: int
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def compare_samples(a: list[float], b: list[float], *, alpha: float = 0.05, min_effect: float = 0.0) -> Comparison:
-    """Is ``b`` really better or worse than ``a``? Welch's t-test on log values (pure, stdlib only).
-
-    Values are positive measurements where higher is better (tokens/s); each sample needs at least
-    2. ``ratio`` is the ratio of geometric means with its two-sided ``1 - alpha`` confidence
-    interval ``[low, high]`` (Welch-Satterthwaite degrees of freedom, so unequal noise is fine).
-    Verdict: ``better`` when ``low > 1 + min_effect``; ``worse`` when ``high < 1 - min_effect``;
-    ``same`` when ``min_effect > 0`` and the whole interval lies within ``1 -+ min_effect`` (an
-    equivalence test, two one-sided tests at ``alpha / 2``); otherwise ``unclear`` (measure more).
-    A result is ``better`` or ``worse`` with a false-claim rate of at most ``alpha / 2`` each.
-    """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not 0 <= min_effect < 1 or not math.isfinite(min_effect):
-        raise ValueError(f"min_effect must be in [0, 1), got {min_effect!r}")
-    la, lb = _logs("a", a), _logs("b", b)
-    if len(la) < 2 or len(lb) < 2:
-        raise ValueError(f"each sample needs at least 2 values (got {len(la)} and {len(lb)})")
-    diff = _mean(lb) - _mean(la)
-    va, vb = _ss(la) / (len(la) - 1) / len(la), _ss(lb) / (len(lb) - 1) / len(lb)
-    se = math.sqrt(va + vb)
-    if se == 0.0:
-        ratio = math.exp(diff)
-        verdict = "better" if ratio > 1 + min_effect else "worse" if ratio < 1 - min_effect else "same"
-        return Comparison(
-            verdict,
-            ratio,
-            ratio,
-            ratio,
-            0.0 if diff > 0 else 1.0,
-            0.0 if diff < 0 else 1.0,
-            math.inf,
-            len(la),
-            len(lb),
-        )
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    half = t_quantile(1 - alpha / 2, df) * se
-    low, high = math.exp(diff - half), math.exp(diff + half)
-    t = diff / se
-    if low > 1 + min_effect:
-        verdict = "better"
-    elif high < 1 - min_effect:
-        verdict = "worse"
-    elif min_effect > 0 and low >= 1 - min_effect and high <= 1 + min_effect:
-        verdict = "same"
-    else:
-        verdict = "unclear"
-    return Comparison(verdict, math.exp(diff), low, high, t_sf(t, df), t_cdf(t, df), df, len(la), len(lb))
 
 
 # --------------------------------------------------------------------------- the sequential design

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: fleet_report
 short_description: Render the fleet's gate history and last sweeps as one self-contained HTML page
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - An action plugin; it runs on the controller only (plugins/action/fleet_report.py) and touches no host.
   - Reads the throughput gate's history files (C(*.history.jsonl)) and the sweeps of tune.yml (C(*.sweep.json))

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_health
 short_description: Say whether each NVIDIA GPU of a node is healthy, degraded or failed
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Reads C(nvidia-smi -q -x) (ECC errors, row remapping, retired pages, PCIe link, clock event reasons,
     power, persistence mode, the driver's recovery action) and the NVRM Xid lines of the kernel log, and

@@ -47,11 +47,9 @@ options:
     description:
       - "Where the container runs, which decides the config syntax: V(proxmox) (Proxmox VE, C(key: value))
         or V(lxc) (plain LXC, C(key = value))."
-      - C(flavour), this option's former name, is a deprecated alias, removed in 0.2.0.
     type: str
     choices: [proxmox, lxc]
     default: proxmox
-    aliases: [flavour]
   passthrough:
     description:
       - V(native) writes PVE C(devN:) entries (PVE >= 8.1); V(raw) writes C(lxc.*) cgroup and mount lines.
@@ -252,13 +250,7 @@ def run_module() -> None:
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "required": True},
-            "platform": {
-                "type": "str",
-                "choices": ["proxmox", "lxc"],
-                "default": "proxmox",
-                "aliases": ["flavour"],
-                "deprecated_aliases": [{"name": "flavour", "version": "0.2.0", "collection_name": "gpufleet.sglang"}],
-            },
+            "platform": {"type": "str", "choices": ["proxmox", "lxc"], "default": "proxmox"},
             "passthrough": {"type": "str", "choices": ["native", "raw"], "default": "native"},
             "gpus": {"type": "raw", "required": True},
             "available_gpus": {"type": "list", "elements": "int"},

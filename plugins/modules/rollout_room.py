@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: rollout_room
 short_description: Whether nodes may leave the SGLang gateway now (capacity floor and load)
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - One look at the fleet for a rolling upgrade, run on the gateway host. Reads the gateway's
     C(GET /workers), then for every member the gateway routes to its C(GET /metrics)

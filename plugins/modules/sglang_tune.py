@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_tune
 short_description: Sweep SGLang server options on one node within a time budget and keep the best
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - An action plugin (controller side, plugins/action/sglang_tune.py); playbooks/tune.yml calls it.
   - Coordinate descent over O(space) (module_utils/tune_search.py) starting from the node's own flags

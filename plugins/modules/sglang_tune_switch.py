@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_tune_switch
 short_description: Check, switch to and restore from a candidate SGLang server configuration (tune.yml)
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - The node side of a sweep of server options (action gpufleet.sglang.sglang_tune, playbook tune.yml).
   - O(state=begin) checks that the node runs its recorded deployment (module gpufleet.sglang.sglang_deployment)

@@ -179,7 +179,6 @@ options:
         waited on (C(sglang_server_facts.ready_path)) when that role ran on the host.
     type: str
     default: /health_generate
-    version_added: "0.2.0"
   ready_timeout:
     description:
       - Seconds to wait for O(ready_path) to answer 200 (JIT and autotune take many minutes), 1 to 86400.

@@ -372,29 +372,3 @@ def test_role_waits_like_the_server_role_when_it_ran(tmp_path, standin):
     r3 = run_play(tmp_path, ROLE_PLAY, bare, TASK, check=True)
     assert r3.rc == 0, r3.output
     assert r3.res["plan"]["ready_check"] == "GET http://127.0.0.1:30000/health_generate until 200 (up to 20s)"
-
-
-# --------------------------------------------------------------------------- retired names
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("throughput_gate_model", "throughput_gate_served_model_name"),
-        ("throughput_gate_model_id", "throughput_gate_baseline_model"),
-    ],
-)
-def test_a_retired_variable_is_refused_before_any_load(tmp_path, standin, old, new):
-    # ignored, throughput_gate_model would key the baseline on 'default-model': no baseline found, a
-    # pass, and a new baseline written under the wrong key
-    server = standin(STANDIN_TOKENS_PER_S=str(RATE))
-    r = run_play(
-        tmp_path,
-        ROLE_PLAY,
-        role_vars(tmp_path, server.url, **{old: "test/model"}),
-        "Refuse the retired names of the gate's variables",
-    )
-    assert r.rc != 0
-    assert f"throughput_gate: {old} retired: rename to {new}" in r.res["msg"], r.res["msg"]
-    assert load_seen(server.url) == 0
-    assert not (tmp_path / "baselines").exists()

@@ -187,13 +187,6 @@ def test_budget_above_the_stop_budget_is_refused(tmp_path, fleet):
     assert "above the server's stop budget sglang_server_drain_budget_s = 60" in out
 
 
-def test_retired_drain_timeout_is_refused(tmp_path, fleet):
-    node, other, gw = fleet
-    rc, _msgs, out = run(tmp_path, gw, node.url, other.url, sglang_gateway_drain_timeout_s=600)
-    assert rc != 0
-    assert "sglang_gateway_drain_timeout_s retired: rename to sglang_gateway_drain_budget_s" in out
-
-
 def test_room_refuses_with_a_node_out_and_the_names(tmp_path, fleet):
     node, other, gw = fleet  # node1 is not listed: one out already
     rc, _msgs, out = run(

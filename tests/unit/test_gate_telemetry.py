@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import SUMMARY_HEADER, summary_row
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import _ROW, summary_row
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import (
     QUERY_FIELDS,
     command,
@@ -102,5 +105,29 @@ def test_summary_row_columns():
     )
     assert row.split()[:6] == ["FAIL", "regression", "2990.0", "3740.0", "-20.1", "0.0040"]
     assert "41.7% of limit avg, 2 GPUs UNDER-USE" in row
-    assert len(SUMMARY_HEADER.split()) >= 7
     assert summary_row({"verdict": "unknown", "reason": "check_mode"}).split()[:3] == ["UNKNOWN", "check_mode", "-"]
+
+
+ROLE_TASKS = Path(__file__).resolve().parents[2] / "roles/throughput_gate/tasks/main.yml"
+
+
+def _as_row_format(printf: str) -> str:
+    """A Jinja printf format of the role (``%-8s``, ``%11s``, ``%11.1f``) as the str.format of gate_runner."""
+
+    def one(m: re.Match) -> str:
+        flag, width = m.group(1), m.group(2)
+        align = "<" if flag == "-" else ">"
+        return f"{{:{align}{width}}}" if width else "{}"
+
+    return re.sub(r"%(-?)(\d*)(?:\.\d+)?[sf]", one, printf)
+
+
+def test_the_roles_header_and_rows_have_summary_rows_columns():
+    # the role types the header, a reused PASS's row and a FAIL row without a record itself: after the
+    # host column (%-24s), the widths of summary_row (the FAIL row: its verdict column, then free text),
+    # or the play-end table's columns drift apart
+    formats = sorted(re.findall(r"'%-24s ([^']*)' \| format\(", ROLE_TASKS.read_text()), key=len)
+    assert len(formats) == 3, formats
+    fail_row, *full_rows = (_as_row_format(printf) for printf in formats)
+    assert fail_row == _ROW.split(" ", maxsplit=1)[0] + " {}", formats[0]
+    assert full_rows == [_ROW, _ROW], formats

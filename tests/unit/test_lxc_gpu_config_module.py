@@ -351,17 +351,15 @@ def test_check_mode_writes_nothing_and_diff_shows_the_plan(tmp_path, dev_dir):
 # --------------------------------------------------------------------------- platform and its old name
 
 
-def test_platform_lxc_and_its_deprecated_alias_flavour_write_the_same_config(tmp_path, dev_dir):
-    by_platform = merged(tmp_path, dev_dir, "lxc.arch = amd64\n", platform="lxc", cgroup="v2")
-    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in by_platform
+def test_the_former_name_flavour_is_not_an_alias_of_platform(tmp_path, dev_dir):
+    # renamed outright before any release: the old name is an unsupported parameter, the file untouched
     conf = tmp_path / "old.conf"
     conf.write_text("lxc.arch = amd64\n")
     rc, result = run_module(args_for(conf, dev_dir, flavour="lxc", cgroup="v2"), tmp_path)
-    assert rc == 0, result
-    assert conf.read_text() == by_platform
-    [deprecation] = result["deprecations"]
-    assert "Alias 'flavour' is deprecated" in json.dumps(deprecation)
-    assert "0.2.0" in json.dumps(deprecation)
+    assert rc != 0, result
+    assert "Unsupported parameters" in result["msg"], result["msg"]
+    assert "flavour" in result["msg"], result["msg"]
+    assert conf.read_text() == "lxc.arch = amd64\n"
 
 
 # --------------------------------------------------------------------------- bind mounts and their managed root
