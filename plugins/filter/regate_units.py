@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: regate_units
 short_description: The values of the scheduled re-gate's systemd service and timer, checked and quoted
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - "C(settings | gpufleet.sglang.regate_units): the role fleet_regate's variables (without their
     C(fleet_regate_) prefix) turned into what its unit templates print: the C(ExecStart=) line with every

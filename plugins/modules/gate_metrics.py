@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: gate_metrics
 short_description: Write a node's last throughput gate run as Prometheus text for node-exporter's textfile collector
-version_added: "0.3.0"
+version_added: "0.1.0"
 description:
   - Renders the throughput gate's record of one run (the role throughput_gate's C(throughput_gate_result))
     as the metrics docs/monitoring.md names (C(gpufleet_gate_verdict), C(gpufleet_gate_failed),
