@@ -14,7 +14,7 @@ version_added: "0.3.0"
 description:
   - One look at the fleet for a rolling upgrade, run on the gateway host. Reads the gateway's
     C(GET /workers), then for every member the gateway routes to its C(GET /metrics)
-    (C(sglang:num_running_reqs), C(sglang:num_queue_reqs)) and, once that answered, its C(GET /server_info)
+    (C(sglang:num_running_reqs), C(sglang:num_queue_reqs)) and, once that gave the load, its C(GET /server_info)
     (C(max_running_requests)).
   - "The members are read side by side, at most 16 at once, each URL once per look (members that share a URL
     share its answers). The look ends by O(deadline_s): a member whose C(/metrics) has not answered by then
