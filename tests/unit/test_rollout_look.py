@@ -337,8 +337,23 @@ def test_gather_is_bounded_and_drops_what_answers_after_the_deadline():
     assert time.monotonic() - t0 < 1.5
     assert got == {"fast": b"x"}
     release.set()
-    with pytest.raises(ValueError, match="workers must be an integer >= 1"):
-        gather(keys, fetch, deadline=time.monotonic() + 1, workers=0)
+    with pytest.raises(ValueError, match="workers must be an integer >= 0"):
+        gather(keys, fetch, deadline=time.monotonic() + 1, workers=-1)
+    # in the calling thread: the same reads, the same follow-ups, nothing after the deadline
+    me = threading.get_ident()
+    where: set[int] = set()
+
+    def here(key: str, left: float) -> bytes:
+        where.add(threading.get_ident())
+        return key.encode()
+
+    def then(key: str, body: bytes) -> list[str]:
+        return [key + "-info"] if not key.endswith("-info") else []
+
+    got = gather(["a", "b", "a"], here, then=then, deadline=time.monotonic() + 10, workers=0)
+    assert got == {"a": b"a", "b": b"b", "a-info": b"a-info", "b-info": b"b-info"}
+    assert where == {me}
+    assert gather(["a"], here, deadline=time.monotonic() - 1, workers=0) == {}
     assert WORKERS == 16
 
 
