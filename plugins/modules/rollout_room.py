@@ -165,7 +165,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan impor
 def _tls() -> ssl.SSLContext:
     """The TLS context of every GET, built once: open_url's default one (certificates checked), which it
     would build again for each call, loading the system's CA store each time (tens of ms of CPU, most of
-    a GET's cost on a local network, and CPU the reading threads cannot share)."""
+    a GET's cost on a local network, and CPU work that threads on a small host do not spread)."""
     return make_context()
 
 
