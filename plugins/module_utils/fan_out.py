@@ -9,7 +9,7 @@ the result had no answer in time (not started, or still running at the deadline)
 daemons: one stuck in a read past the deadline does not hold the caller, nor the process at exit.
 A fetch is told the seconds left, so it can cap its own timeout at them.
 
-The module ``rollout_room`` reads the fleet's nodes with it (docs/fleet-scale.md, "A look").
+The module ``rollout_room`` reads the fleet's nodes with it (docs/fleet-scale.md, "A look at the fleet").
 """
 
 from __future__ import annotations
