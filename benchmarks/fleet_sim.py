@@ -22,6 +22,7 @@ docs/fleet-scale.md says what it shows.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "collections") not in sys.path:
     sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import rollout_plan
+from ansible_collections.gpufleet.sglang.plugins.module_utils import fan_out, rollout_plan
 from ansible_collections.gpufleet.sglang.plugins.modules import rollout_room
 
 GATEWAY = "http://gateway.sim:8080"
@@ -148,7 +149,10 @@ def _look(fleet: Fleet, leaving: list[str], max_unavailable: object, headroom: f
             raise OSError(f"simulated fleet: {url} does not answer")
         return answers[url]
 
-    with mock.patch.object(rollout_room, "_get", get):
+    # the simulated fleet answers at once: the look reads in this thread (threads would only add their
+    # start and wake-up to every one of the thousands of looks a rollout makes)
+    in_thread = functools.partial(fan_out.gather, workers=0)
+    with mock.patch.object(rollout_room, "_get", get), mock.patch.object(rollout_room, "gather", in_thread):
         decision = rollout_room.look(params)
     return dict(decision, http_calls=len(calls))
 

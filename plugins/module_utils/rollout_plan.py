@@ -278,6 +278,23 @@ def check_headroom(headroom: object) -> float:
     return h
 
 
+def look_deadline(timeout_s: object, deadline_s: object = 0) -> float:
+    """The seconds one look at the fleet may take: ``deadline_s``, or with 0 three request timeouts
+    (the gateway's list, then a node's ``/metrics`` and ``/server_info``, each within its timeout:
+    what one node costs when the nodes are read side by side). A node not read by then counts as one
+    that did not answer."""
+    for name, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise RolloutPlanError(f"{name} = {value!r} is not a number of seconds")
+    if timeout_s <= 0:
+        raise RolloutPlanError(f"timeout_s = {timeout_s!r} must be > 0 (each HTTP call's timeout)")
+    if deadline_s < 0:
+        raise RolloutPlanError(
+            f"deadline_s = {deadline_s!r} must be >= 0 (0: three times timeout_s, {3 * timeout_s:g} s)"
+        )
+    return float(deadline_s) if deadline_s > 0 else 3.0 * float(timeout_s)
+
+
 def room(
     nodes: Sequence[Node],
     leaving: Sequence[str],

@@ -14,7 +14,12 @@ version_added: "0.1.0"
 description:
   - One look at the fleet for a rolling upgrade, run on the gateway host. Reads the gateway's
     C(GET /workers), then for every member the gateway routes to its C(GET /metrics)
-    (C(sglang:num_running_reqs), C(sglang:num_queue_reqs)) and C(GET /server_info) (C(max_running_requests)).
+    (C(sglang:num_running_reqs), C(sglang:num_queue_reqs)) and, once that gave the load, its C(GET /server_info)
+    (C(max_running_requests)).
+  - "The members are read side by side, at most 16 at once, each URL once per look (members that share a URL
+    share its answers). The look ends by O(deadline_s): a member whose C(/metrics) has not answered by then
+    counts as one that did not answer (its load is unknown), one whose C(/server_info) has not, as one
+    without C(max_running_requests). The result is the one reading them one after another gives."
   - "Floor: the members out of the gateway (not listed, unhealthy or not ready) and O(leaving) together
     must be at most O(max_unavailable)."
   - "Load: the requests running and queued on the members in the gateway must fit in the running caps of
@@ -54,9 +59,15 @@ options:
     type: int
     default: 0
   timeout_s:
-    description: Timeout of each HTTP call.
+    description: Timeout of each HTTP call (cut to what is left of O(deadline_s)); > 0.
     type: float
     default: 5
+  deadline_s:
+    description:
+      - The most seconds one look takes, the gateway's list and every member's reads together.
+      - V(0) is three times O(timeout_s) (the gateway's list, then a member's two reads, each within its timeout).
+    type: float
+    default: 0
 attributes:
   check_mode:
     support: full
@@ -127,15 +138,21 @@ nodes:
   type: dict
 """
 
+import functools
 import json
+import ssl
+import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.urls import Request, make_context
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fan_out import gather
 from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+    Load,
     Node,
     RolloutPlanError,
     check_headroom,
+    look_deadline,
     parse_load,
     parse_max_unavailable,
     parse_workers,
@@ -144,9 +161,19 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan impor
 )
 
 
+@functools.lru_cache(maxsize=1)
+def _tls() -> ssl.SSLContext:
+    """The TLS context of every GET, built once: open_url's default one (certificates checked), which it
+    would build again for each call, loading the system's CA store each time (tens of ms of CPU, most of
+    a GET's cost on a local network, and CPU work that threads on a small host do not spread)."""
+    return make_context()
+
+
 def _get(url: str, key: str, timeout: float) -> bytes:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    with open_url(url, headers=headers, method="GET", timeout=timeout) as resp:
+    # open_url's defaults, with the context built once (each call installs urllib's global opener: the
+    # concurrent reads install alike ones, so which one a read goes through does not matter)
+    with Request().open("GET", url, headers=headers, timeout=timeout, context=_tls()) as resp:
         return resp.read(4 * 1024 * 1024)
 
 
@@ -159,19 +186,68 @@ def _capacity(info: object, fallback: int) -> int | None:
     return fallback if fallback > 0 else None
 
 
+def _answer(answers: dict[str, bytes | Exception], url: str, deadline_s: float) -> bytes:
+    """What ``url`` answered in this look, or the exception its read raised (raised here)."""
+    got = answers.get(url)
+    if got is None:
+        raise TimeoutError(f"no answer within the look's deadline of {deadline_s:g} s")
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
+def _has_load(body: bytes) -> bool:
+    try:
+        parse_load(body.decode("utf-8", "replace"))
+    except ValueError:
+        return False
+    return True
+
+
+def _read_node(
+    url: str, answers: dict[str, bytes | Exception], fallback: int, deadline_s: float
+) -> tuple[Load | None, int | None, str]:
+    """A member's load, running cap and error from the look's answers: its /metrics, then (when that
+    gave the load) its /server_info, as a sequential reading of them would count them."""
+    load, cap, error = None, None, ""
+    try:
+        load = parse_load(_answer(answers, url + "/metrics", deadline_s).decode("utf-8", "replace"))
+        info = json.loads(_answer(answers, url + "/server_info", deadline_s))
+        cap = _capacity(info, fallback)
+    except (OSError, ValueError) as exc:
+        error = f"{url}: {exc}"
+        cap = _capacity({}, fallback) if load is not None else None
+    return load, cap, error
+
+
 def look(params: dict) -> dict[str, object]:
+    started = time.monotonic()
     members = {str(k): str(v).rstrip("/") for k, v in params["members"].items()}
     key, timeout = params["api_key"], params["timeout_s"]
+    deadline_s = look_deadline(timeout, params.get("deadline_s") or 0)
+    deadline = started + deadline_s
     k = parse_max_unavailable(params["max_unavailable"]).resolve(len(members))
     headroom = check_headroom(params["headroom"])
     leaving = [str(n) for n in params["leaving"]]
     base: dict[str, object] = {"allowed": False, "max_unavailable": k, "out": {}, "would_be_out": [], "nodes": {}}
     try:
-        doc = json.loads(_get(params["gateway_url"].rstrip("/") + "/workers", key, timeout))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no answer within the look's deadline of {deadline_s:g} s")
+        doc = json.loads(_get(params["gateway_url"].rstrip("/") + "/workers", key, min(timeout, left)))
         workers = parse_workers(doc)
     except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, JSON and shape errors
         return dict(base, reason="gateway", msg=f"GET {params['gateway_url']}/workers: {exc}")
     out = unavailable(members, workers)
+    inside = sorted(name for name in members if name not in out)
+    urls = list(dict.fromkeys(members[name] for name in inside))  # members that share a URL: read once
+    info_of = {url + "/metrics": url + "/server_info" for url in urls}
+    answers = gather(
+        info_of,
+        lambda url, left: _get(url, key, min(timeout, left)),
+        then=lambda url, body: [info_of[url]] if url in info_of and _has_load(body) else [],
+        deadline=deadline,
+    )
     nodes: list[Node] = []
     detail: dict[str, dict[str, object]] = {}
     for name, url in sorted(members.items()):
@@ -179,14 +255,7 @@ def look(params: dict) -> dict[str, object]:
             nodes.append(Node(name, False))
             detail[name] = {"in_gateway": False, "why": out[name]}
             continue
-        load, cap, error = None, None, ""
-        try:
-            load = parse_load(_get(url + "/metrics", key, timeout).decode("utf-8", "replace"))
-            info = json.loads(_get(url + "/server_info", key, timeout))
-            cap = _capacity(info, params["node_capacity"])
-        except (OSError, ValueError) as exc:
-            error = f"{url}: {exc}"
-            cap = _capacity({}, params["node_capacity"]) if load is not None else None
+        load, cap, error = _read_node(url, answers, params["node_capacity"], deadline_s)
         nodes.append(Node(name, True, load, cap))
         detail[name] = {
             "in_gateway": True,
@@ -210,6 +279,7 @@ def main() -> None:
             "headroom": {"type": "float", "default": 0.8},
             "node_capacity": {"type": "int", "default": 0},
             "timeout_s": {"type": "float", "default": 5.0},
+            "deadline_s": {"type": "float", "default": 0.0},
         },
         supports_check_mode=True,
     )
