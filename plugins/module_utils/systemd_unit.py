@@ -230,7 +230,7 @@ def regate_units(settings: Any) -> dict[str, Any]:
         "name": name,
         "user": user,
         "exec_start": exec_line(argv),
-        "argv": [value for _, value in argv],
+        "argv": [pair[1] for pair in argv],
         "environment": environment,
         "on_calendar": calendar(get("on_calendar"), var("on_calendar")),
         "randomized_delay": timespan(get("randomized_delay"), var("randomized_delay")),

@@ -49,8 +49,11 @@ attributes:
     description: Renders the file, writes nothing.
   diff_mode:
     support: none
+    description: Returns no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX target with Python.
 """
 
 EXAMPLES = r"""

@@ -53,9 +53,9 @@ options:
       - The server's C(/metrics) URL, read once after the server is ready for the start's phases
         (C(sglang:startup_time_seconds) and C(sglang:startup_cuda_graph_time_seconds) by C(phase)).
       - Set it only for a start the caller made (the role does, after its restart), since the phases are those of
-        the unit's current start, and RV(startup.ready_s) runs from that start.
+        the unit's current start, and C(startup.ready_s) runs from that start.
       - Empty (the default) reads nothing. A C(/metrics) that does not answer, or answers garbage, never
-        fails the wait; RV(startup.problems) says why nothing (or not everything) was read.
+        fails the wait; C(startup.problems) says why nothing (or not everything) was read.
     type: str
     default: ""
   redact:

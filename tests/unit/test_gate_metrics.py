@@ -95,7 +95,7 @@ def test_a_failed_run_gives_the_series_the_alerts_read() -> None:
         )
     ]
     # no node label: the scrape adds it
-    assert all("node" not in labels for series in got.values() for labels, _ in series)
+    assert all("node" not in sample[0] for series in got.values() for sample in series)
 
 
 def test_a_run_that_wrote_the_baseline_is_the_baseline_and_has_no_delta() -> None:
@@ -225,7 +225,8 @@ def test_module_takes_the_gate_modules_tolerance_and_writes_nothing_in_check_mod
     rc, result = run_module(tmp_path, {"record": record(), "textfile": str(prom), "_ansible_check_mode": True})
     assert (rc, result["changed"], result["textfile"]["written"]) == (0, False, False)
     assert not prom.exists()
-    rc, _ = run_module(tmp_path, {"record": record(), "textfile": str(prom)})
+    rc, result = run_module(tmp_path, {"record": record(), "textfile": str(prom)})
+    assert rc == 0, result
     assert ("gpufleet_gate_tolerance_ratio", {}, 0.1) in parse(prom.read_text(encoding="utf-8"))
 
 

@@ -240,7 +240,8 @@ def _standin(tmp_path: Path, delay: float, *flags: str) -> tuple[subprocess.Pope
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for _ in range(200):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         if port_file.exists():
             return proc, f"http://127.0.0.1:{port_file.read_text().strip()}"
         time.sleep(0.05)
