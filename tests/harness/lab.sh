@@ -222,8 +222,10 @@ upgrade() {
 fault() {
   local node=${1:-lab-sglang2} alert=GpufleetNodeHealthFailed klog=/var/lib/gpufleet-standin/kernel.log
   cd "$repo"
-  podman exec lab-pve1 curl -fsS -o /dev/null http://127.0.0.1:9090/-/ready ||
-    { log "no Prometheus in the lab: run make lab first"; return 2; }
+  # lab-pve1 has no curl: Prometheus' API through python3 there (it shares the gateway CT's network)
+  prom() { podman exec lab-pve1 python3 -c "import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9090$1', timeout=5).read().decode())"; }
+  prom /-/ready >/dev/null || { log "no Prometheus in the lab: run make lab first"; return 2; }
   local -a play=(ansible-playbook -i inventories/local -e @tests/harness/lab-standins.yml)
   log "injecting Xid 79 for GPU 0 into lab-pve1's kernel log ($klog)"
   local t0 t1 t2 rc=0
@@ -235,7 +237,7 @@ fault() {
   log "waiting for $alert{node=\"$node\"} to fire in Prometheus (deadline 300 s)"
   local firing=""
   for _ in $(seq 1 300); do
-    firing=$(podman exec lab-pve1 curl -fsS http://127.0.0.1:9090/api/v1/alerts | python3 -c "
+    firing=$(prom /api/v1/alerts | python3 -c "
 import json, sys
 alerts = json.load(sys.stdin)['data']['alerts']
 print(' '.join(sorted({a['labels']['alertname'] for a in alerts
