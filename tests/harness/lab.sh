@@ -232,7 +232,7 @@ sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9090$1', timeout=5).re
   t0=$(date +%s.%N)
   podman exec lab-pve1 python3 /srv/gpufleet-standins/nvidia/gpu_fault.py inject xid79 --kernel-log "$klog" --gpu 0
   ANSIBLE_FORCE_COLOR=0 "${play[@]}" site.yml --tags health --limit "$node" 2>&1 |
-    tee "$state/last-fault-health.log" | grep -E "^ +\"$node: " || true
+    tee "$state/last-fault-health.log" | grep -oE "$node: (healthy|degraded|failed)[^\"']*" || true
   t1=$(date +%s.%N)
   log "waiting for $alert{node=\"$node\"} to fire in Prometheus (deadline 300 s)"
   local firing=""
@@ -264,7 +264,10 @@ print(' '.join(sorted({a['labels']['alertname'] for a in alerts
   fi
   log "clearing the fault and checking again"
   podman exec lab-pve1 python3 /srv/gpufleet-standins/nvidia/gpu_fault.py clear --kernel-log "$klog"
-  ANSIBLE_FORCE_COLOR=0 "${play[@]}" site.yml --tags health 2>&1 | grep -E "^ +\"lab-sglang[0-9]: " || rc=1
+  local after
+  after=$(ANSIBLE_FORCE_COLOR=0 "${play[@]}" site.yml --tags health 2>&1 | grep -oE "lab-sglang[0-9]: (healthy|degraded|failed)[^\"']*" || true)
+  echo "$after"
+  [[ $(grep -c ": healthy$" <<<"$after") -eq 3 ]] || { log "not every node is healthy again after the fault was cleared"; rc=1; }
   return "$rc"
 }
 
