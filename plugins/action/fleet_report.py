@@ -21,6 +21,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    alert_episodes,
     display_text,
     load_history,
     load_sweeps,
@@ -34,6 +35,8 @@ ARGUMENT_SPEC = {
     "baseline_dir": {"type": "path", "required": True},
     "dest": {"type": "path", "required": True},
     "title": {"type": "str", "default": "gpufleet.sglang fleet report"},
+    "alerts": {"type": "raw"},
+    "alerts_step_s": {"type": "float", "default": 60.0},
 }
 
 
@@ -161,12 +164,19 @@ class ActionModule(ActionBase):
         runs, problems = load_history(directory)
         sweeps, sweep_problems = load_sweeps(directory)
         problems += sweep_problems
+        alerts = None
+        if args["alerts"] is not None:
+            if not args["alerts_step_s"] > 0:
+                return {"failed": True, "msg": f"fleet_report: alerts_step_s must be > 0, got {args['alerts_step_s']}"}
+            alerts, alert_problems = alert_episodes(args["alerts"], args["alerts_step_s"])
+            problems += alert_problems
         result = {
             "changed": False,
             "runs": len(runs),
             "sweeps": sorted(sweeps),
             "problems": problems,
             "dest": args["dest"],
+            "alerts": None if alerts is None else len(alerts),
         }
         if self._task.check_mode:
             result["msg"] = f"check mode: would write {args['dest']} from {len(runs)} run(s), {len(sweeps)} sweep(s)"
@@ -186,6 +196,7 @@ class ActionModule(ActionBase):
             sweeps=sweeps,
             charts=pictures,
             problems=problems,
+            alerts=alerts,
         )
         os.makedirs(os.path.dirname(os.path.abspath(args["dest"])), exist_ok=True)
         atomic_write(args["dest"], page)

@@ -20,7 +20,7 @@ import html
 import json
 import math
 import os
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.confined_path import PathError, confine, segment
@@ -472,6 +472,102 @@ def sweep_rows(sweep: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+# ---- alert history: Prometheus' ALERTS series (GET /api/v1/query_range, "Range queries" of its HTTP API) ----
+
+ALERT_COLUMNS = ["alert", "node", "severity", "labels", "firing from", "last seen firing", "minutes"]
+# the most series and points read from one answer (7 days at a 60 s step is 10,080 points per series)
+MAX_ALERT_SERIES = 500
+MAX_ALERT_POINTS = 20_000
+ALERT_LABELS_SKIPPED = ("__name__", "alertname", "alertstate", "node", "severity", "instance", "job")
+
+
+def _alert_series(series: Any, index: int) -> tuple[dict[str, str], list[float]]:
+    """(labels, sample times) of one matrix series; RecordError names what is wrong."""
+    if not isinstance(series, dict):
+        raise RecordError(f"series {index} is a {type(series).__name__}, not a mapping")
+    labels = series.get("metric")
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise RecordError(f"series {index}: 'metric' is not a mapping of label names to text")
+    if not isinstance(labels.get("alertname"), str) or not labels["alertname"]:
+        raise RecordError(f"series {index}: no alertname label")
+    values = series.get("values")
+    if not isinstance(values, list) or len(values) > MAX_ALERT_POINTS:
+        raise RecordError(f"series {index}: 'values' is not a list of at most {MAX_ALERT_POINTS} points")
+    times = []
+    for point in values:
+        if not isinstance(point, list) or len(point) != 2 or not isinstance(point[1], str):
+            raise RecordError(f'series {index}: a point is not [time, "value"]')
+        when = point[0]
+        if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when) or when < 0:
+            raise RecordError(f"series {index}: a point's time is not a Unix time")
+        times.append(float(when))
+    return labels, sorted(times)
+
+
+def alert_episodes(answer: Any, step_s: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """The firing episodes in Prometheus' answer to a range query of ``ALERTS{alertstate="firing"}``: one per
+    series and run of samples no more than two steps apart, oldest first; and the problems met (a wrong
+    answer, or a wrong series, is named and left out, never an error)."""
+    if not isinstance(answer, dict) or answer.get("status") != "success":
+        why = answer.get("error") if isinstance(answer, dict) else None
+        return [], [f"alert history: Prometheus did not answer with success ({display_text(str(why or answer))[:200]})"]
+    data = answer.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+        return [], ["alert history: the answer is not a range query's matrix"]
+    result = data["result"]
+    problems = (
+        []
+        if len(result) <= MAX_ALERT_SERIES
+        else [f"alert history: {len(result)} series, the first {MAX_ALERT_SERIES} read"]
+    )
+    episodes: list[dict[str, Any]] = []
+    for index, series in enumerate(result[:MAX_ALERT_SERIES]):
+        try:
+            labels, times = _alert_series(series, index)
+        except RecordError as exc:
+            problems.append(f"alert history: {exc}")
+            continue
+        start = previous = None
+        for when in [*times, math.inf]:
+            if start is not None and when - previous > 2 * step_s:
+                episodes.append(
+                    {
+                        "alert": labels["alertname"],
+                        "node": labels.get("node", ""),
+                        "severity": labels.get("severity", ""),
+                        "labels": ", ".join(
+                            f"{k}={v}" for k, v in sorted(labels.items()) if k not in ALERT_LABELS_SKIPPED
+                        ),
+                        "start": start,
+                        "end": previous,
+                    }
+                )
+                start = None
+            if start is None:
+                start = when
+            previous = when
+    episodes.sort(key=lambda e: (e["start"], e["alert"], e["node"], e["labels"]))
+    return episodes, problems
+
+
+def alert_rows(episodes: list[dict[str, Any]]) -> list[list[str]]:
+    def iso(when: float) -> str:
+        return datetime.fromtimestamp(when, tz=timezone.utc).isoformat(timespec="seconds")
+
+    return [
+        [
+            e["alert"],
+            e["node"] or "-",
+            e["severity"] or "-",
+            e["labels"] or "-",
+            iso(e["start"]),
+            iso(e["end"]),
+            f"{(e['end'] - e['start']) / 60:.1f}",
+        ]
+        for e in episodes
+    ]
+
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}
@@ -489,6 +585,7 @@ def render_html(
     sweeps: dict[str, dict[str, Any]],
     charts: dict[str, str],
     problems: list[str],
+    alerts: list[dict[str, Any]] | None = None,
 ) -> str:
     """The self-contained page: charts as data URIs (``charts``: name -> ``data:`` URI), tables, problems.
     Every text goes through ``display_text`` and ``html.escape`` (quotes too: it is safe in attributes)."""
@@ -524,6 +621,13 @@ def render_html(
             parts.append(starts)  # next to the throughput timeline
     if "throughput" not in charts:
         parts.append(starts)
+    if alerts is None:
+        parts.append("<h2>Alerts</h2><p>No alert history: no Prometheus was asked (inventory group monitoring).</p>")
+    else:
+        parts.append(
+            "<h2>Alerts</h2><p>Firing episodes of the fleet's alert rules, from Prometheus' ALERTS series "
+            "(docs/monitoring.md).</p>\n" + _table("Alerts, oldest first", "alerts", ALERT_COLUMNS, alert_rows(alerts))
+        )
     parts.append("<h2>Gate runs</h2>")
     parts.append(_table("Gate runs, oldest first", "runs", RUN_COLUMNS, run_rows(runs)))
     for host in sorted(sweeps):

@@ -22,6 +22,9 @@ description:
     the chart.
   - A line of a history file that is not a gate run record is listed on the page as a problem, not guessed; so is a
     C(cold_start) of the wrong shape (the run is shown without it).
+  - With O(alerts), a table of the alert rules' firing episodes (alert, node, severity, other labels, first and last
+    sample firing, minutes) from Prometheus' answer to a range query of C(ALERTS{alertstate="firing"}); an answer or a
+    series of the wrong shape is listed as a problem.
 requirements:
   - matplotlib on the controller (requirements.txt)
 author:
@@ -39,6 +42,16 @@ options:
     description: Title of the page.
     type: str
     default: gpufleet.sglang fleet report
+  alerts:
+    description:
+      - The JSON answer of Prometheus' C(GET /api/v1/query_range) for C(ALERTS{alertstate="firing"}) (role
+        fleet_monitoring, entry point alerts, publishes it as C(fleet_monitoring_alerts.answer)); unset, the page says
+        that no alert history was asked for.
+    type: raw
+  alerts_step_s:
+    description: The step of that range query, seconds; samples more than two steps apart are separate episodes.
+    type: float
+    default: 60.0
 attributes:
   check_mode:
     support: full
@@ -72,4 +85,8 @@ dest:
   description: The page written.
   returned: always
   type: str
+alerts:
+  description: Alert episodes shown (null without O(alerts)).
+  returned: always
+  type: int
 """

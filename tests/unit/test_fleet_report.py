@@ -21,9 +21,12 @@ from hypothesis import strategies as st
 from lib.playbook import run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+    ALERT_COLUMNS,
     COLD_START_COLUMNS,
     RUN_COLUMNS,
     SWEEP_COLUMNS,
+    alert_episodes,
+    alert_rows,
     display_text,
     load_history,
     load_sweeps,
@@ -257,7 +260,7 @@ def _assert_only_template_markup(page: str) -> None:
     assert {name for name, _value in structure.attrs} <= TEMPLATE_ATTRS
     for name, value in structure.attrs:
         if name == "class":
-            assert value in ("problems", "runs", "sweep", "coldstarts")
+            assert value in ("problems", "runs", "sweep", "coldstarts", "alerts")
         if name == "src":
             assert str(value).startswith("data:image/svg+xml;base64,")
 
@@ -692,3 +695,137 @@ def test_any_cold_start_is_shown_or_named_never_a_crash(tmp_path_factory, cold_s
         assert problems[0].startswith("cold start of h.history.jsonl line 1 not shown (cold_start")
     _assert_only_template_markup(page)
     page.encode("utf-8")
+
+
+# ---- the alert history: Prometheus' ALERTS range query (a real answer of the lab's Prometheus 2.42) ----
+
+ALERTS_FIXTURE = Path(__file__).parent / "fixtures" / "prometheus" / "alerts-query-range-2.42.json"
+
+
+def test_alert_episodes_of_a_real_prometheus_answer():
+    answer = json.loads(ALERTS_FIXTURE.read_text(encoding="utf-8"))
+    episodes, problems = alert_episodes(answer, 15)
+    assert problems == []
+    series = answer["data"]["result"]
+    # every series gives at least one episode; its first and last sample firing are the series' own
+    assert {(e["alert"], e["node"]) for e in episodes} == {
+        (s["metric"]["alertname"], s["metric"]["node"]) for s in series
+    }
+    for s in series:
+        times = [v[0] for v in s["values"]]
+        mine = [
+            e
+            for e in episodes
+            if (e["alert"], e["node"]) == (s["metric"]["alertname"], s["metric"]["node"])
+            and e["labels"]
+            == ", ".join(
+                f"{k}={v}"
+                for k, v in sorted(s["metric"].items())
+                if k not in ("__name__", "alertname", "alertstate", "node", "severity", "instance", "job")
+            )
+        ]
+        assert min(e["start"] for e in mine) == min(times)
+        assert max(e["end"] for e in mine) == max(times)
+    gpu = next(e for e in episodes if e["alert"] == "GpufleetGpuFailed")
+    assert "gpu=0" in gpu["labels"]
+    assert "pci_bus_id=00000000:01:00.0" in gpu["labels"]
+    assert gpu["severity"] == "critical"
+
+
+def test_samples_further_apart_than_two_steps_are_separate_episodes():
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"alertname": "A", "node": "n1"},
+                    "values": [[100, "1"], [160, "1"], [220, "1"], [1000, "1"]],
+                }
+            ],
+        },
+    }
+    episodes, problems = alert_episodes(answer, 60)
+    assert problems == []
+    assert [(e["start"], e["end"]) for e in episodes] == [(100.0, 220.0), (1000.0, 1000.0)]
+    assert alert_rows(episodes)[0][-1] == "2.0"
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ({"status": "error", "error": "bad_data: <script>"}, "alert history: Prometheus did not answer with success"),
+        ({"status": "success", "data": {"resultType": "vector", "result": []}}, "is not a range query's matrix"),
+        (
+            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": []}]}},
+            "series 0: no alertname label",
+        ),
+        (
+            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {"alertname": 1}}]}},
+            "series 0: 'metric' is not a mapping of label names to text",
+        ),
+        (
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "matrix",
+                    "result": [{"metric": {"alertname": "A"}, "values": [[float("nan"), "1"]]}],
+                },
+            },
+            "series 0: a point's time is not a Unix time",
+        ),
+        (
+            {
+                "status": "success",
+                "data": {"resultType": "matrix", "result": [{"metric": {"alertname": "A"}, "values": [[1, 1]]}]},
+            },
+            'series 0: a point is not [time, "value"]',
+        ),
+        ("not json at all", "alert history: Prometheus did not answer with success"),
+    ],
+)
+def test_a_wrong_answer_is_a_named_problem(answer, problem):
+    episodes, problems = alert_episodes(answer, 60)
+    assert episodes == []
+    assert len(problems) == 1
+    assert problem in problems[0]
+
+
+def test_alert_fields_are_escaped_on_the_page():
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"alertname": "<img src=x onerror=alert(1)>", "node": 'n"1', "why": "</td><b>"},
+                    "values": [[100, "1"]],
+                }
+            ],
+        },
+    }
+    episodes, _problems = alert_episodes(answer, 60)
+    page = render_html("t", "now", "src", runs=[], sweeps={}, charts={}, problems=[], alerts=episodes)
+    _assert_only_template_markup(page)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables["alerts"]
+    assert table[0] == ALERT_COLUMNS
+    assert table[1][0] == "<img src=x onerror=alert(1)>"
+    assert table[1][3] == "why=</td><b>"
+    assert "No alert history" in render_html("t", "now", "src", runs=[], sweeps={}, charts={}, problems=[])
+
+
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+        max_leaves=30,
+    )
+)
+def test_any_answer_gives_episodes_or_named_problems(answer):
+    episodes, problems = alert_episodes({"status": "success", "data": {"resultType": "matrix", "result": [answer]}}, 60)
+    assert all(p.startswith("alert history: ") for p in problems)
+    for e in episodes:
+        assert e["start"] <= e["end"]
