@@ -9,20 +9,18 @@ defensively: a damaged line can only make an older run, or none, the newest one.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.playbook import Result, run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import last_run, passed
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import Paths, make_key
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURE = sorted((Path(__file__).parent / "fixtures" / "report").glob("*0.5.12.post1*.history.jsonl"))[0]
 RECORDS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines() if line.strip()]
 KEY = RECORDS[0]["key"]
@@ -108,7 +106,7 @@ def test_any_history_gives_a_run_of_the_key_or_none(chunks):
 # ---- the role: with throughput_gate_reuse_pass, a passing newest run stands and nothing is measured ----
 
 
-def gate_play(tmp_path: Path, history: bytes | None) -> subprocess.CompletedProcess[str]:
+def gate_play(tmp_path: Path, history: bytes | None) -> Result:
     """The throughput_gate role on this machine against a port nothing listens on: a run that measures fails."""
     baselines = tmp_path / "baselines"
     baselines.mkdir()
@@ -140,34 +138,15 @@ def gate_play(tmp_path: Path, history: bytes | None) -> subprocess.CompletedProc
     inv = {"all": {"hosts": {KEY["host"]: None}, "children": {"node": {"hosts": {KEY["host"]: None}}}}}
     inv["all"]["vars"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv), encoding="utf-8")
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-    )
-    return subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(tmp_path / "hosts.yml"),
-            str(tmp_path / "play.yml"),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    # the default callback with JSON results: the tests read the summary row and the result's fields
+    env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+    return run_playbook(tmp_path / "play.yml", inventory=tmp_path / "hosts.yml", env=env, timeout=300)
 
 
 def test_role_reuses_a_passing_newest_run_and_measures_nothing(tmp_path):
     history = line(run(time="2026-11-20T03:00:00+00:00", median_output_tokens_per_s=3737.5))
     proc = gate_play(tmp_path, history)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.rc == 0, proc.stdout[-3000:]
     assert re.search(r"lab-sglang1\s+PASS\s+reused\s+3737\.5\s.*last gate 2026-11-20T03:00:00\+00:00", proc.stdout)
     assert re.search(r"Run the throughput gate\] \*+\nskipping: ", proc.stdout), proc.stdout[-3000:]
     assert '"reason": "reused"' in proc.stdout
@@ -183,6 +162,6 @@ def test_role_measures_when_the_newest_run_failed_or_there_is_none(tmp_path):
         case.mkdir()
         proc = gate_play(case, history)
         # it measured: against a port nothing listens on, the gate fails
-        assert proc.returncode == 2, proc.stdout[-3000:]
+        assert proc.rc == 2, proc.stdout[-3000:]
         assert "not ready after 2s (2 polls of /health_generate)" in proc.stdout, proc.stdout[-3000:]
         assert "PASS     reused" not in proc.stdout

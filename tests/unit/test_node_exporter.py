@@ -7,20 +7,19 @@ before anything changes and names the value; the arguments file it writes for go
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
+from lib.playbook import Result, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "roles/fleet_monitoring/templates/node-exporter.default.j2"
 
 
-def play(tmp_path: Path, **given: str) -> subprocess.CompletedProcess[str]:
+def play(tmp_path: Path, **given: str) -> Result:
     tasks = [
         {
             "name": "Node exporter",
@@ -32,23 +31,8 @@ def play(tmp_path: Path, **given: str) -> subprocess.CompletedProcess[str]:
     )
     inv = {"all": {"hosts": {"node1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv), encoding="utf-8")
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml")]
-    return subprocess.run(
-        [*argv, str(tmp_path / "play.yml"), "--check"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}
+    return run_playbook(tmp_path / "play.yml", inventory=tmp_path / "hosts.yml", env=env, check=True, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +50,7 @@ def play(tmp_path: Path, **given: str) -> subprocess.CompletedProcess[str]:
 def test_bad_inputs_fail_first_and_name_the_value(tmp_path, given, named):
     proc = play(tmp_path, **given)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out[-3000:]
+    assert proc.rc == 2, out[-3000:]
     assert "Check the node exporter's inputs" in out
     assert f"fleet_monitoring_node_exporter_{named}" in out
     assert "nothing was changed" in out
