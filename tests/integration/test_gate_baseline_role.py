@@ -256,10 +256,10 @@ def test_two_concurrent_runs_on_one_key(tmp_path, standin):
 
 
 def test_accept_a_lower_baseline_on_purpose(tmp_path, standin):
-    fast = standin(STANDIN_TOKENS_PER_S=str(RATE))
-    first = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, fast.url), TASK)
-    assert first.rc == 0, first.output
-    fast.stop()
+    # the stored baseline is seeded at RATE rather than measured: a loaded machine can only make the
+    # slower server read slower still, never as fast as the baseline (a measured baseline read as slow
+    # as the 0.7x server once, at load average 40, and the regression passed as within tolerance)
+    seed(tmp_path, spread(RATE))
     slow = standin(STANDIN_TOKENS_PER_S=str(RATE * 0.7))
 
     no_reason = run_play(tmp_path, ROLE_PLAY, role_vars(tmp_path, slow.url, throughput_gate_accept_baseline=True), TASK)
