@@ -26,12 +26,13 @@ MOLECULE_JOBS ?= 1
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
 
-.PHONY: fuzz-stats help venv harness images wheels lint sanity unit integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
+.PHONY: fuzz-stats help venv harness images wheels lint sanity venv-newest newest unit parser-venv integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
 	@echo "make test     everything CI runs (lint, sanity, unit, integration, molecule)"
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
+	@echo "make newest   unit suite and sanity on the newest supported toolchain (.venv-newest, Python 3.13)"
 	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
 	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
@@ -42,6 +43,27 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.stamp
+
+# --- the newest supported toolchain (docs/supported-versions.md): Python 3.13, requirements-newest.txt's
+# ansible-core and ansible, every other pin as in requirements.txt and requirements-dev.txt
+NEWEST_VENV ?= .venv-newest
+PYTHON_NEWEST ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3) $(shell command -v python3.13 2>/dev/null))
+$(NEWEST_VENV)/.stamp: requirements.txt requirements-dev.txt requirements-newest.txt
+	@[[ -n "$(PYTHON_NEWEST)" ]] || { echo "make venv-newest: no Python 3.13 found (looked for $(HOME)/.pyenv/versions/3.13.*/bin/python3 and python3.13 on PATH): install one (pyenv install 3.13) or pass PYTHON_NEWEST=/path/to/python3.13" >&2; exit 1; }
+	$(PYTHON_NEWEST) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/pip install -q --upgrade pip
+	sed -E '/^(ansible|ansible-core)==/d; /^-r /d' requirements.txt requirements-dev.txt > $(NEWEST_VENV)/shared-pins.txt
+	$(NEWEST_VENV)/bin/pip install -q -r requirements-newest.txt -r $(NEWEST_VENV)/shared-pins.txt
+	touch $@
+
+venv-newest: $(NEWEST_VENV)/.stamp
+
+# the unit suite and ansible-test sanity on the newest toolchain (in the host's .venv-newest, not in
+# the debian13 test image: that image carries no pip or venv). The stage `newest` of make test runs it.
+newest: venv-newest wheels
+	bash tests/harness/sglang-parser-venv.sh >/dev/null
+	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q tests/unit
+	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH bash tests/harness/sanity.sh
 
 # build context of the execution environment for AWX/AAP (execution-environment.yml)
 .PHONY: ee
@@ -113,10 +135,13 @@ docs: venv
 sanity: venv
 	bash tests/harness/sanity.sh
 
-unit: venv wheels
-	@# CPU-only venv with SGLang 0.5.23's own parser (cached in GPUFLEET_CACHE; ~1 min once per machine)
-	bash tests/harness/sglang-parser-venv.sh >/dev/null
+unit: venv wheels parser-venv
 	$(BIN)/pytest -q tests/unit
+
+# CPU-only venv with SGLang 0.5.23's own parser, for the unit tests (cached in GPUFLEET_CACHE; ~1 min
+# once per machine)
+parser-venv: venv wheels
+	bash tests/harness/sglang-parser-venv.sh >/dev/null
 
 integration: venv images wheels
 	$(BIN)/pytest -q tests/integration
@@ -128,17 +153,23 @@ molecule: venv images
 	  'echo "=== molecule test -s $$0"; start=$$SECONDS; \
 	   $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
 
-# lint, sanity and unit first (minutes; a broken tree stops here), then the integration tests (in
-# two stages: the sglang role's real-wheel installs, and the rest) and the molecule scenarios in
-# one pool of TEST_JOBS stages at a time, longest first, so that a worker that finishes takes the
-# next stage. Every stage runs even when another fails; make fails if any did (xargs exits 123).
-TEST_STAGES ?= fleet integration-sglang-role integration-other sglang_server nvidia_driver sglang_gateway proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+# lint first (a minute or two; a broken tree stops here), then every other stage in one pool of
+# TEST_JOBS stages at a time, longest first, so that a worker that finishes takes the next stage:
+# the molecule scenarios, the integration tests (in two stages: the sglang role's real-wheel
+# installs, and the rest), the unit tests and ansible-test sanity, and the same two on the newest
+# ansible-core and ansible (`newest`: .venv-newest, Python 3.13; docs/supported-versions.md). Unit and sanity use about one
+# core each; run alone before the pool (as they did) they left the second core idle for ~15 min.
+# Every stage runs even when another fails; make fails if any did (xargs exits 123).
+TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
-test: lint sanity unit images wheels
+test: lint images wheels parser-venv
 	@printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
-	     integration-sglang-role) set -- $(BIN)/pytest -q tests/integration/test_sglang_role.py ;; \
-	     integration-other) set -- $(BIN)/pytest -q tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
+	     unit) set -- $(BIN)/pytest -q --durations=15 tests/unit ;; \
+	     sanity) set -- bash tests/harness/sanity.sh ;; \
+	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=15 tests/integration/test_sglang_role.py ;; \
+	     integration-other) set -- $(BIN)/pytest -q --durations=25 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
+	     newest) set -- $(MAKE) --no-print-directory newest ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {}
 	@echo "make test: all stages passed"
@@ -151,7 +182,7 @@ lab-down:
 	bash tests/harness/lab.sh down
 
 clean: lab-down
-	rm -rf $(VENV) .cache tests/output
+	rm -rf $(VENV) $(NEWEST_VENV) .cache tests/output
 
 # the fuzz suite's size: generated cases per property-based test and in all (tests/unit/conftest.py)
 fuzz-stats: venv

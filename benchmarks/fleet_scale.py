@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "collections") not in sys.path:
     sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import serial_batches
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import serial_batches
 
 # --------------------------------------------------------------------------- the lab's figures
 # Measured by the team on the five-host lab (issue 27; docs/fleet-scale.md, "Calibration"):
@@ -76,6 +76,9 @@ RESTART_ONLY = (
     "roles/sglang_gateway/tasks/drain.yml",
     "roles/sglang_gateway/tasks/add_worker.yml",
     "roles/sglang_server/tasks/restart.yml",
+    "roles/sglang_server/tasks/warm_key.yml",
+    "roles/sglang_server/tasks/warm_restore.yml",
+    "roles/sglang_server/tasks/warm_collect.yml",
     "roles/sglang_server/tasks/ready.yml",
     "roles/throughput_gate/tasks/main.yml",
 )

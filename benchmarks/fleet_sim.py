@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "collections") not in sys.path:
     sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import fan_out, rollout_plan
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import fan_out
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet import rollout_plan
 from ansible_collections.gpufleet.sglang.plugins.modules import rollout_room
 
 GATEWAY = "http://gateway.sim:8080"

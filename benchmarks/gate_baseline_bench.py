@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Controller-side cost of the throughput gate's baselines (module_utils/gate_baseline.py).
+"""Controller-side cost of the throughput gate's baselines (module_utils/gate/baseline.py).
 
 Prints: the time to choose a baseline for a key without one of its own (every ``*.json`` in the
 directory is read and validated, the fallback search) for directories of N baselines, and the
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
 HOSTS = 50
 

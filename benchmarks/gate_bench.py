@@ -47,14 +47,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_http, gate_meter
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_client import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import meter as gate_meter
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.client import (
     LoadClient,
     Shape,
     raise_nofile,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import trial_memory_ceiling
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import Design, evaluate
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.limits import trial_memory_ceiling
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.stats import Design, evaluate
 
 STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
 

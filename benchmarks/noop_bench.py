@@ -19,6 +19,14 @@ What it runs, each `--repeat` times (the figure is the median), timing the whole
             playbooks/proxmox_hosts.yml and the bare play also run through
             containers.podman.podman (an extra inventory source sets the connection)
 
+With `--containers-connection PLUGIN` (repeatable) every run reaches the containers (the group
+proxmox_containers) with PLUGIN instead of the inventory's connection: an extra inventory source gives
+each of them `ansible_connection` as a host variable, which wins over group_vars. Repeated, the runs
+are made once per PLUGIN, one table each, one after the other in one invocation:
+
+    .venv/bin/python benchmarks/noop_bench.py --containers-connection community.proxmox.proxmox_pct_remote \
+        --containers-connection gpufleet.sglang.pct_pipelined
+
 It prints one table (seconds, and the ratio to the bare play of the same hosts), the changed count
 of every site run (a no-op must be 0; the gate's history line is tagged bench and skipped), and the
 machine's load average before and after. Every run's output is kept under .cache/noop-bench/.
@@ -28,6 +36,7 @@ Exit status 1 when a run fails or a no-op run changed something.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -116,13 +125,60 @@ def recap(output: str) -> dict[str, tuple[int, int, int, int]]:
     }
 
 
+def containers(inventory: str) -> list[str]:
+    """The hosts of the group proxmox_containers (its children's too), from ansible-inventory."""
+    out = subprocess.run(
+        [str(Path(ANSIBLE_PLAYBOOK).parent / "ansible-inventory"), "-i", inventory, "--list"],
+        cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    groups = json.loads(out.stdout)
+    hosts: list[str] = []
+    todo = ["proxmox_containers"]
+    while todo:
+        group = groups.get(todo.pop(), {})
+        hosts += [h for h in group.get("hosts", []) if h not in hosts]
+        todo += group.get("children", [])
+    return hosts
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--inventory", default="inventories/local")
     p.add_argument("--repeat", type=int, default=1, help="runs of each kind; the median is printed")
     p.add_argument("--podman-host", default="lab-pve1", help="the Proxmox host that is a Podman container ('' = none)")
+    p.add_argument(
+        "--containers-connection",
+        action="append",
+        default=[],
+        metavar="PLUGIN",
+        help="run everything with this connection to the containers (host vars of an extra inventory source); "
+        "repeat it for tables side by side, e.g. community.proxmox.proxmox_pct_remote and "
+        "gpufleet.sglang.pct_pipelined (default: the inventory's own)",
+    )
     args = p.parse_args()
-    inv = ["-i", args.inventory, "-e", STANDINS]
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, connection in enumerate(args.containers_connection or [""]):
+            extra: list[str] = []
+            if connection:
+                source = Path(tmp) / f"containers-{n}.json"
+                hosts = {h: {"ansible_connection": connection} for h in containers(args.inventory)}
+                source.write_text(json.dumps({"all": {"hosts": hosts}}), encoding="utf-8")
+                extra = ["-i", str(source)]
+            problems += bench_all(args, extra, connection or "the inventory's connection")
+    for problem in problems:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def bench_all(args: argparse.Namespace, extra: list[str], connection: str) -> list[str]:
+    """One table: every run of main()'s docstring with ``extra`` inventory sources; returns the problems."""
+    inv = ["-i", args.inventory, *extra, "-e", STANDINS]
     problems: list[str] = []
     load_before = load()
     started = datetime.now().astimezone().isoformat(timespec="seconds")
@@ -185,14 +241,16 @@ def main() -> int:
             med(t for t, _out in bare_ssh),
         ),
         (
-            "proxmox_pct_remote to the containers: their plays of site.yml",
+            f"{connection} to the containers: their plays of site.yml",
             med(sum(pt.get(n, 0.0) for n in pct_plays) for pt in per_play),
             med(t for t, _out in bare_pct),
         ),
         *podman_rows,
     ]
     hosts = sorted(recap(site[0][1])) if site else []
-    print(f"no-op converge vs bare fact-gathering play ({args.inventory}: {', '.join(hosts)})")
+    print(
+        f"no-op converge vs bare fact-gathering play ({args.inventory}: {', '.join(hosts)}; containers: {connection})"
+    )
     print(f"started {started}; load average before {load_before}, after {load()}; {os.cpu_count()} CPUs")
     print(f"median of {args.repeat} run(s) each; whole ansible-playbook wall time (per-play shares from profile_tasks)")
     print(f"{'what':<82} {'no-op s':>8} {'bare s':>7} {'ratio':>6}")
@@ -202,9 +260,7 @@ def main() -> int:
         print(f"  play {name!r}: {med(pt.get(name, 0.0) for pt in per_play):.1f} s")
     for run_no, (_secs, out) in enumerate(site, 1):
         print(f"  site run {run_no} recap: " + ", ".join(f"{h} changed={r[1]}" for h, r in recap(out).items()))
-    for problem in problems:
-        print(f"PROBLEM: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return problems
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ if str(REPO / "collections") not in sys.path:
 
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fan_out import WORKERS
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.fan_out import WORKERS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
     Node,
     check_headroom,
     parse_load,

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller only: the fleet report (playbooks/report.yml), one self-contained HTML page.
 
-Reads the gate's history and the sweeps in ``baseline_dir`` (module_utils/fleet_report.py: every
+Reads the gate's history and the sweeps in ``baseline_dir`` (module_utils/fleet/report.py: every
 record schema-checked, a bad one listed under problems), draws three charts with matplotlib (SVG,
 embedded as data URIs: the page needs nothing else; record text is drawn as text, never as
 mathtext) and writes ``dest`` atomically. Nothing runs on the managed hosts.
@@ -20,7 +20,7 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.report import (
     alert_episodes,
     display_text,
     load_history,
@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report impor
     parse_time,
     render_html,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import atomic_write
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import atomic_write
 
 ARGUMENT_SPEC = {
     "baseline_dir": {"type": "path", "required": True},

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Controller side of a sweep of SGLang server options (playbooks/tune.yml).
 
-The search (module_utils/tune_search.py) proposes settings; for each one this plugin renders the
-argv and options file as role sglang_server does (module_utils sglang_args, sglang_server_config),
+The search (module_utils/tune/search.py) proposes settings; for each one this plugin renders the
+argv and options file as role sglang_server does (module_utils sglang/args.py, sglang/server_config.py),
 has the node check it with SGLang's own parser (module sglang_tune_switch ``check``: a refusal is
 recorded, nothing starts), switches the node to it (``switch``: journal first), waits for readiness
 (module sglang_server_ready: a crash, an out-of-memory exit or a missed deadline ends the wait and
@@ -13,7 +13,7 @@ same trials). Whatever happens after ``begin``, ``restore`` runs before the task
 cut short (Ctrl-C, lost controller) leaves the journal, and the next tune.yml restores first.
 
 Results: the candidate table, the winner, whether it beats the original significantly; with
-``sweep_dir`` the sweep is recorded next to the gate's baselines (module_utils/tune_profile.py) and,
+``sweep_dir`` the sweep is recorded next to the gate's baselines (module_utils/tune/profile.py) and,
 with ``apply`` and a significant winner, the tuned profile is written there.
 """
 
@@ -26,25 +26,25 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import make_key
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import mask, secrets_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import make_key
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import (
     SGLangArgsError,
     merge_profiles,
     render_argv,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.paths import (
     DEPLOYMENTS_DIR,
     RELEASE_LINK,
     TUNE_JOURNAL,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     render_config,
     supports_config,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_profile import write_sweep, write_tuned
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.profile import write_sweep, write_tuned
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.search import (
     MEASURED,
     CoordinateSearch,
     TuneError,

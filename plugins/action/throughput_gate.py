@@ -5,7 +5,7 @@
 
 Without ``baseline_dir`` the task is passed to the module unchanged (a caller-supplied
 ``baseline``). With it, this plugin checks the directory is writable, chooses and validates the
-baseline (rules in ``module_utils/gate_baseline.py``), runs the module on the target with that
+baseline (rules in ``module_utils/gate/baseline.py``), runs the module on the target with that
 baseline, and records the run under the key's lock. Everything it returns is masked for the API
 key and URL credentials.
 
@@ -21,12 +21,14 @@ from __future__ import annotations
 import getpass
 import os
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import mask, secrets_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import (
     MIN_TRIALS,
     BaselineError,
     Paths,
@@ -42,8 +44,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline impo
     shape_of,
     write_decision,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC, with_defaults
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask, secrets_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import CONTROLLER_ARGUMENT_SPEC, with_defaults
 
 MODULE = "gpufleet.sglang.throughput_gate"
 
@@ -218,26 +219,19 @@ class ActionModule(ActionBase):
             "min_trials_raised_to": raised,
         }
         when = datetime.now(timezone.utc).isoformat()
+        # this run's history line: one shape for check mode and a real run
+        line = partial(
+            run_record, key, res, info, shape, when=when, gpu_health=opts["gpu_health"], cold_start=opts["cold_start"]
+        )
+
         if check_mode:
             info["would_write"] = (
                 "only from a passing run of >= 5 trials"
-                if choice.exact_digest is None or opts["update_baseline"] or accept
+                if may_write
                 else "no (a baseline exists; update_baseline is off)"
             )
             res["baseline_plan"] = info
-            res["record"] = _with_stop(
-                res,
-                run_record(
-                    key,
-                    res,
-                    info,
-                    shape,
-                    when=when,
-                    accepted=None,
-                    gpu_health=opts["gpu_health"],
-                    cold_start=opts["cold_start"],
-                ),
-            )
+            res["record"] = _with_stop(res, line(accepted=None))
             return res
 
         accepted = {"by": _who(), "at": when, "reason": opts["accept_reason"]} if accept else None
@@ -250,22 +244,7 @@ class ActionModule(ActionBase):
             res["msg"] = (
                 f"baseline ACCEPTED on purpose by {accepted['by']} ({accepted['reason']}): {res.get('msg', '')}"
             )
-        record = mask(
-            _with_stop(
-                res,
-                run_record(
-                    key,
-                    res,
-                    info,
-                    shape,
-                    when=when,
-                    accepted=accepted if write else None,
-                    gpu_health=opts["gpu_health"],
-                    cold_start=opts["cold_start"],
-                ),
-            ),
-            list(self._secrets),
-        )
+        record = mask(_with_stop(res, line(accepted=accepted if write else None)), list(self._secrets))
         try:
             done = commit(paths, record, new_doc, expected_digest=choice.exact_digest, accept=accept)  # type: ignore[arg-type]
         except (OSError, BaselineError) as exc:

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The node paths several modules take (below role sglang's ``sglang_root``, /opt/sglang).
 
-The defaults are those of plugins/module_utils/sglang_paths.py, which the argument specs use;
+The defaults are those of plugins/module_utils/sglang/paths.py, which the argument specs use;
 ansible-test sanity (validate-modules) and tests/unit/test_sglang_paths.py check that they agree.
 """
 

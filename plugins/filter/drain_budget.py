@@ -55,7 +55,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
     RolloutPlanError,
     drain_budget,
     pick_record,

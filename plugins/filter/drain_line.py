@@ -40,7 +40,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import drain_line
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import drain_line
 
 
 def drain_line_filter(drain: object, host: object) -> str:

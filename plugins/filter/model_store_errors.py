@@ -43,7 +43,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.model_store import check_model
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.model_store import check_model
 
 
 def model_store_errors(models: list, default_endpoint: str = "") -> list[str]:

@@ -38,7 +38,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import systemd_unit
 
 
 def regate_units(settings: object) -> dict:

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filter plugin: the one message of a failed rollout (module_utils/rollback_message.py)."""
+"""Filter plugin: the one message of a failed rollout (module_utils/fleet/rollback_message.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollback_message import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollback_message import (
     RollbackMessageError,
     rollback_message,
 )

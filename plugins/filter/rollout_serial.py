@@ -41,7 +41,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import RolloutPlanError, serial_batches
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError, serial_batches
 
 
 def rollout_serial(n_nodes: object, max_unavailable: object) -> list[int]:

@@ -37,7 +37,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import RolloutPlanError, parse_load
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError, parse_load
 
 
 def sglang_load(text: object) -> dict[str, int]:

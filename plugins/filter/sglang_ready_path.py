@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filter plugin: the readiness path of an SGLang version (thin shell around sglang_server_ready.ready_path)."""
+"""Filter plugin: the readiness path of an SGLang version (thin shell around sglang.server_ready.ready_path)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ version_added: "0.1.0"
 description:
   - C(/ready) for SGLang 0.5.23 and later (200 once the server has warmed up), C(/health_generate)
     (a real one-token generation) before; O(override) when it is not empty.
-  - Versions are ordered like Ansible's C(version) test (loose), so C(0.5.23rc1) counts as 0.5.23.
+  - Versions are ordered by PEP 440 (module_utils common/version_order.py, C(reaches)), so a pre-release
+    or dev build such as C(0.5.23rc1) counts as 0.5.23.
   - The one place of this rule; roles sglang_server and sglang_tune both use it.
 positional: _input, override
 options:
@@ -40,7 +41,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import ready_path
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import ready_path
 
 
 def sglang_ready_path(version: str, override: str = "") -> str:

@@ -50,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SGLangArgsError, render_argv
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import SGLangArgsError, render_argv
 
 
 def sglang_server_args(flags: dict, version: str) -> list[str]:

@@ -56,8 +56,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import SGLangArgsError, known_flags
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import SGLangArgsError, known_flags
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     check_text,
     config_from_argv,

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filter plugin: a systemd EnvironmentFile= text (thin shell around sglang_server_config.render_env_file)."""
+"""Filter plugin: a systemd EnvironmentFile= text (thin shell around sglang.server_config.render_env_file)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     render_env_file,
 )

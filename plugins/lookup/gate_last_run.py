@@ -12,7 +12,7 @@ version_added: "0.1.0"
 description:
   - Reads the history file of the key (C(<label>__<hash>.history.jsonl) in the directory given as the term, the
     gate's baseline directory) and returns the newest run recorded for exactly that key, as the fleet report
-    reads it (module_utils/fleet_report.py C(last_run)), with C(passed) added; an empty dict when the directory,
+    reads it (module_utils/fleet/report.py C(last_run)), with C(passed) added; an empty dict when the directory,
     the file or such a run does not exist.
   - A line that is not a valid run record (cut off, corrupt, another key) is passed over, so a damaged file can only
     make an older run, or none, the newest one.
@@ -43,8 +43,8 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import LAST_RUN_TAIL_BYTES, last_run, passed
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import BaselineError, Paths, make_key
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.report import LAST_RUN_TAIL_BYTES, last_run, passed
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import BaselineError, Paths, make_key
 
 
 def read_tail(path: str, size: int) -> bytes | None:

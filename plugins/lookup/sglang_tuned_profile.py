@@ -14,7 +14,7 @@ description:
     returns the flags of the one whose key matches O(host), O(profile), O(sglang_version) and
     O(model_revision); an empty dict when none matches or the directory does not exist.
   - More than one match, or a file that cannot be read, is an error naming the files.
-  - The flags of the match are checked like a profile's (module_utils/sglang_args.py C(check_profile)); a value
+  - The flags of the match are checked like a profile's (module_utils/sglang/args.py C(check_profile)); a value
     that SGLang's parser would read as an option (C(--admin-api-key=x)) or a secret flag as a key fails, naming the
     file and the key.
 options:
@@ -58,7 +58,7 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_profile import TunedProfileError, find_tuned
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.profile import TunedProfileError, find_tuned
 
 
 class LookupModule(LookupBase):

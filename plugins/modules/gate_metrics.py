@@ -74,9 +74,12 @@ textfile:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_metrics import GateMetricsError, render, same_state
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import default
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health_metrics import MetricsError, write_textfile
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.metrics import GateMetricsError, render, same_state
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import default
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health_metrics import (
+    MetricsError,
+    write_textfile,
+)
 
 ARGUMENT_SPEC: dict[str, dict[str, object]] = {
     "record": {"type": "dict", "required": True},

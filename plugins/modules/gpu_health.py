@@ -297,7 +297,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
     DEFAULTS,
     FAIL_ON,
     KERNEL_LOG_SCOPES,
@@ -306,12 +306,12 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import 
     collect,
     fails,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health_metrics import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health_metrics import (
     MetricsError,
     render,
     write_textfile,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import CLOCK_EVENT_REASONS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import CLOCK_EVENT_REASONS
 
 ARGUMENT_SPEC = {
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},

@@ -212,8 +212,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import FileWriteError, replace_file
-from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import FileWriteError, replace_file
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.lxc_gpu import (
     CGROUP_KEYS,
     LxcGpuError,
     cgroup_devices_key,
@@ -225,7 +225,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
     resolve_gpu_selection,
     select_device_nodes,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import scan_device_nodes
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import scan_device_nodes
 
 
 def _read_config(path: str) -> str:

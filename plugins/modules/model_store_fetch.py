@@ -187,9 +187,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import confined_path as cp
-from ansible_collections.gpufleet.sglang.plugins.module_utils import model_store as ms
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import confined_path as cp
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import model_store as ms
 
 # read by huggingface_hub when it is imported: no telemetry, no progress bars, and no Xet transfers
 # (hf_xet writes files from its own code, where the size cap below cannot reach)

@@ -173,7 +173,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_info import GpuInfoFailure, collect, empty_result
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_info import (
+    GpuInfoFailure,
+    collect,
+    empty_result,
+)
 
 ARGUMENT_SPEC = {
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},

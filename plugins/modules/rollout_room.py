@@ -73,7 +73,7 @@ attributes:
     support: full
     description: Read-only; it reads the same in check mode.
 notes:
-  - The rules are in plugins/module_utils/rollout_plan.py; docs/sglang-gateway.md says where they come from.
+  - The rules are in plugins/module_utils/fleet/rollout_plan.py; docs/sglang-gateway.md says where they come from.
 """
 
 EXAMPLES = r"""
@@ -146,8 +146,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import Request, make_context
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fan_out import gather
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.fan_out import gather
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
     Load,
     Node,
     RolloutPlanError,

@@ -97,7 +97,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.argv_check import ArgvCheckError, run
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.argv_check import ArgvCheckError, run
 
 
 def main() -> None:

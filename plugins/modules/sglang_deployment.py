@@ -158,14 +158,14 @@ mixed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.deployment import (
     DeploymentError,
     query,
     record,
     restore_current,
     rollback,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import DEPLOYMENTS_DIR, RELEASE_LINK
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.paths import DEPLOYMENTS_DIR, RELEASE_LINK
 
 
 def run_module() -> None:

@@ -108,12 +108,12 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import (
     FileWriteError,
     fsync_dir,
     replace_file,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.patch_journal import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.patch_journal import (
     FILES_DIR,
     JOURNAL_FILE,
     SCRATCH_DIR,

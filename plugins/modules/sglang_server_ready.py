@@ -134,7 +134,7 @@ import urllib.error
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import (
     UNIT_PROPERTIES,
     journal_argv,
     journal_lines,
@@ -144,7 +144,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_read
     time_to_ready,
     unit_verdict,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import (
     MAX_TEXT_BYTES,
     not_read,
     parse_startup,

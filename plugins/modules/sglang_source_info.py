@@ -142,7 +142,7 @@ whitelist:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import SourceError, inspect_sglang
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source import SourceError, inspect_sglang
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ short_description: Sweep SGLang server options on one node within a time budget 
 version_added: "0.1.0"
 description:
   - An action plugin (controller side, plugins/action/sglang_tune.py); playbooks/tune.yml calls it.
-  - Coordinate descent over O(space) (module_utils/tune_search.py) starting from the node's own flags
+  - Coordinate descent over O(space) (module_utils/tune/search.py) starting from the node's own flags
     O(base_flags). Each candidate is rendered like role sglang_server renders options, checked by the
     installed SGLang's own parser (refused candidates are recorded and never started), switched to
     (module gpufleet.sglang.sglang_tune_switch, a journal first), made ready (module

@@ -79,17 +79,17 @@ from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_deployment import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.deployment import (
     DeploymentError,
     query,
     restore_current,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_paths import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.paths import (
     DEPLOYMENTS_DIR,
     RELEASE_LINK,
     TUNE_JOURNAL,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_journal import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.journal import (
     JournalError,
     install,
     read,

@@ -441,8 +441,9 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import mask as redact
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.limits import GateInputError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.runner import (
     GateParams,
     plan,
     run_gate,
@@ -450,8 +451,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import
     summary_row,
     validate,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import ARGUMENT_SPEC, GATE_ARGUMENT_SPEC
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import mask as redact
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import ARGUMENT_SPEC, GATE_ARGUMENT_SPEC
 
 
 def main() -> None:

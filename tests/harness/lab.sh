@@ -175,7 +175,7 @@ upgrade() {
   # gateway's workers are sampled by molecule/fleet's watcher (one sampler for both drills)
   podman exec lab-pve1 mkdir -p "$tools"
   podman cp "$repo/tests/tools/traffic.py" "lab-pve1:$tools/traffic.py"
-  podman cp "$repo/plugins/module_utils/gate_sse.py" "lab-pve1:$tools/gate_sse.py"
+  podman cp "$repo/plugins/module_utils/gate/sse.py" "lab-pve1:$tools/gate_sse.py"
   podman cp "$repo/extensions/molecule/fleet/watch.py" "lab-pve1:$tools/watch.py"
   podman exec lab-pve1 bash -c 'for u in lab-traffic lab-watch; do systemctl stop $u; systemctl reset-failed $u; done 2>/dev/null
     rm -f /run/lab-traffic.stop /run/lab-traffic.json /run/lab-watch.stop /run/lab-watch.jsonl

@@ -5,7 +5,7 @@
 # collection's files (tracked and untracked-but-not-ignored, without collections/ and caches)
 # are copied into such a tree under a temp dir and tested there.
 #
-# How the sanity requirements get in: ansible-test 2.19 runs every sanity test that has
+# How the sanity requirements get in: ansible-test (2.19 and later) runs every sanity test that has
 # requirements (pep8, pylint, validate-modules, yamllint, ansible-doc, import,
 # runtime-metadata, ...) in its own virtualenv under ~/.ansible/test/venv/, never in the
 # calling venv, and bootstraps pip into each one with a get-pip script it downloads from a CI
@@ -19,8 +19,11 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PYTHON_VERSION=${SANITY_PYTHON:-3.11}
+# The toolchain is the one on PATH (make sanity: .venv, Python 3.11 with ansible-core 2.19; make
+# sanity-newest: .venv-newest, Python 3.13 with the newest ansible-core); the sanity tests run on its
+# Python version unless SANITY_PYTHON names another one.
 PY=$(command -v python)
+PYTHON_VERSION=${SANITY_PYTHON:-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')}
 start=$SECONDS
 
 # --- pip bootstrap stand-in for ansible-test's sanity virtualenvs -------------------------
@@ -77,12 +80,19 @@ mkdir -p "$DEST"
 (
   cd "$REPO"
   git ls-files -co --exclude-standard -z |
-    grep -zvE '^(collections/|\.cache/|\.venv/|tests/output/)|(^|/)(__pycache__|\.pytest_cache|\.ruff_cache)/' |
+    grep -zvE '^(collections/|\.cache/|\.venv/|\.venv-newest/|tests/output/)|(^|/)(__pycache__|\.pytest_cache|\.ruff_cache)/' |
     while IFS= read -r -d '' f; do
       [[ -e $f || -L $f ]] && printf '%s\0' "$f"
     done |
     xargs -0 -r cp --parents -P -t "$DEST"
 )
+
+# The collections our plugins import, next to ours, where ansible-test's import test looks for them:
+# community.proxmox (plugins/connection/pct_pipelined.py subclasses its proxmox_pct_remote), from the
+# ansible package of the calling venv. Only gpufleet.sglang is tested.
+PROXMOX=$("$PY" -c 'import ansible_collections.community.proxmox as m; print(list(m.__path__)[0])')
+mkdir -p "$WORK/ansible_collections/community"
+cp -r "$PROXMOX" "$WORK/ansible_collections/community/proxmox"
 
 # --- run ------------------------------------------------------------------------------------
 # No test is skipped: all 24 run here. pslint (needs pwsh) finds nothing to check in this

@@ -5,7 +5,7 @@
 
 Same harness as test_throughput_gate.py: tests/standins/sglang_api.py (an SGLang HTTP stand-in)
 on a random loopback port. Stored baselines are seeded with the collection's own writer
-(module_utils/gate_baseline.py), so they have the real format.
+(module_utils/gate/baseline.py), so they have the real format.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from test_throughput_gate import RATE, ROLE_PLAY, SHAPE, run_play
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
 TASK = "Run the throughput gate"
 GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"

@@ -18,7 +18,7 @@ import pytest
 from lib.playbook import ansible_settings, runner_data_dir
 from test_rollout_room import FakeGateway, metrics, stream, wait_for
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
 PLAY = """
 - name: Room and drain for one node

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import parse_load
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import parse_load
 from ansible_collections.gpufleet.sglang.plugins.modules.rollout_room import look
 
 

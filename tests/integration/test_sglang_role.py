@@ -30,7 +30,7 @@ from integration.sglang_wheels import (
 )
 from lib.playbook import ansible_settings, runner_data_dir
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import LAYOUTS, inspect_sglang
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source import LAYOUTS, inspect_sglang
 
 pytestmark = pytest.mark.slow
 

@@ -67,6 +67,10 @@ printed on stdout as ``STANDIN_LISTENING <host> <port>`` and ``--port-file PATH`
 Knobs (environment):
     STANDIN_STARTUP_DELAY_S   seconds of simulated start (weights, KV cache, CUDA graphs, warm-up: the
                               phases /metrics reports) before readiness turns 200 (default 0)
+    STANDIN_JIT_COLD_S        seconds of a ``jit`` start phase (before the CUDA graphs) when
+                              $SGLANG_CACHE_DIR lacks this version's and flags' kernels; the cold start
+                              writes them there (standin_jit.py). Default 0: no jit phase
+    STANDIN_JIT_WARM_S        seconds of that phase when the kernels are there (default 5 % of cold)
     STANDIN_TOKENS_PER_S      aggregate output tokens/s shared by all running requests, like one batch
                               decoding: each step gives every running request one token and lasts
                               running/rate seconds; 0 = as fast as possible (default 0)
@@ -329,6 +333,17 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+def _start_settings() -> tuple[float, float, float, str]:
+    """STANDIN_STARTUP_DELAY_S, STANDIN_JIT_COLD_S, STANDIN_JIT_WARM_S and the cache directory."""
+    cold = _env_float("STANDIN_JIT_COLD_S", 0.0)
+    return (
+        _env_float("STANDIN_STARTUP_DELAY_S", 0.0),
+        cold,
+        _env_float("STANDIN_JIT_WARM_S", cold * 0.05),
+        os.environ.get("SGLANG_CACHE_DIR", ""),
+    )
+
+
 def _label_value(text: str) -> str:
     """A Prometheus label value escaped as the text format wants it (backslash, quote, newline)."""
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -358,7 +373,7 @@ class Config:
         self.enable_metrics = bool(flags.get("enable_metrics"))
         self.served_model_name = str(flags.get("served_model_name", self.model_path))
         self.version = os.environ.get("STANDIN_SGLANG_VERSION", "0.5.23")
-        self.startup_delay = _env_float("STANDIN_STARTUP_DELAY_S", 0.0)
+        self.startup_delay, self.jit_cold_s, self.jit_warm_s, self.cache_dir = _start_settings()
         # the aggregate rate, and the most one request gets of it
         self.rate, self.request_rate = (
             _env_float("STANDIN_TOKENS_PER_S", 0.0),
@@ -513,6 +528,8 @@ class Engine:
         scheduler_tic = time.perf_counter()
         spent: dict[str, float] = {}
         for phase, share in START_SHARES:
+            if phase.startswith("cuda_graph:") and self.cfg.jit_cold_s > 0 and "jit" not in spent:
+                spent["jit"] = await self.jit()
             if phase == "warmup":
                 self.startup = {
                     "load_weight": spent["load_weight"],
@@ -521,11 +538,29 @@ class Engine:
                     "tokenizer_e2e": time.perf_counter() - _LAUNCHED,
                     "cuda_graph": {family: spent.get(f"cuda_graph:{family}", 0.0) for family in CUDA_GRAPH_FAMILIES},
                 }
+                if "jit" in spent:
+                    self.startup["jit"] = spent["jit"]
             tic = time.perf_counter()
             if self.cfg.startup_delay * share > 0:
                 await asyncio.sleep(self.cfg.startup_delay * share)
             spent[phase] = time.perf_counter() - tic
         self.started.set()
+
+    async def jit(self) -> float:
+        """The JIT/autotune phase (standin_jit.py): short when the cache holds this start's kernels at
+        their absolute paths, long otherwise, and then the kernels are written. Its seconds."""
+        import standin_jit  # noqa: PLC0415 (only with STANDIN_JIT_COLD_S: existing drills need no new file)
+
+        cfg = self.cfg
+        key = standin_jit.jit_key(cfg.version, cfg.flags)
+        warm = standin_jit.is_warm(cfg.cache_dir, key)
+        tic = time.perf_counter()
+        await asyncio.sleep(cfg.jit_warm_s if warm else cfg.jit_cold_s)
+        if not warm and cfg.cache_dir:
+            standin_jit.write_cold(cfg.cache_dir, key)
+        seconds = time.perf_counter() - tic
+        print(f"STANDIN_JIT {'warm' if warm else 'cold'} {seconds:.3f} {key}", flush=True)
+        return seconds
 
     def pick_fault(self) -> str:
         cfg = self.cfg
@@ -999,7 +1034,8 @@ class Server:
         if startup is not None:
             lines += [
                 f'sglang:startup_time_seconds{{{common},phase="{phase}"}} {float(startup[phase])!r}'  # type: ignore[arg-type]
-                for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
+                for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e", "jit")
+                if phase in startup
             ]
         lines += [
             "# HELP sglang:startup_cuda_graph_time_seconds CUDA graph capture duration by phase in seconds.",

@@ -10,13 +10,13 @@ release link but keeps the options rendered for a newer release hits exactly thi
 How: the release directory (``--release``, usually the ``current`` link the sglang role manages)
 holds ``gpufleet-release.json`` with the SGLang version the sglang role installed there; the flags
 each version's real parser accepts come from the project's table generated from those parsers
-(``--flag-table``: plugins/module_utils/sglang_flag_table.py). Every flag of the command line and
+(``--flag-table``: plugins/module_utils/sglang/flag_table.py). Every flag of the command line and
 of the ``--config`` file is checked; a known set starts the SGLang HTTP stand-in
 (sglang_api.py, next to this file) with the same arguments and ``STANDIN_SGLANG_VERSION`` set to
 the release's version.
 
 Usage (the unit's ExecStart; the options follow):
-    python3 sglang_launch.py --release /opt/sglang/current --flag-table /path/sglang_flag_table.py \
+    python3 sglang_launch.py --release /opt/sglang/current --flag-table /path/sglang/flag_table.py \
         --config /etc/sglang/sglang-server.yaml
 """
 

@@ -6,9 +6,9 @@ Shared by the molecule fleet drill (extensions/molecule/fleet/drills.py) and the
 (tests/harness/lab.sh upgrade), so both read the same things the same way:
 - the play's output (JSON or YAML results; YAML folds a long message over lines): one drain line
   per node (``<host>: drained in <s> s (<r> running, <q> queued at removal; budget <b> s; <n>
-  straggler(s) <outcome>), back in the gateway``, plugins/module_utils/rollout_plan.py
+  straggler(s) <outcome>), back in the gateway``, plugins/module_utils/fleet/rollout_plan.py
   ``drain_line``; the older form ``(<r> running request(s) at removal)`` too), and the capacity
-  check's ``... of max_unavailable <k> out`` (rollout_plan.py ``room``: the value the play
+  check's ``... of max_unavailable <k> out`` (fleet/rollout_plan.py ``room``: the value the play
   resolved, so a ``-e sglang_rollout_max_unavailable=2`` is seen);
 - the gateway watcher's samples (extensions/molecule/fleet/watch.py, one JSON line each:
   ``{"t": unix time, "workers": {url: is_healthy} or null, ...}``);

@@ -25,7 +25,7 @@ generation requests to ``--url`` with ``ignore_eos`` (each asks for an exact num
   costs the same per token as a short one.
 
 A request is ``ok`` when the answer is HTTP 200 and, for a streamed request, every event passes
-the throughput gate's check (plugins/module_utils/gate_sse.py, ``StreamChecker``: JSON objects, no
+the throughput gate's check (plugins/module_utils/gate/sse.py, ``StreamChecker``: JSON objects, no
 error event, a count that never goes backwards, nothing after ``[DONE]``, exactly the tokens asked
 for). A stream is read incrementally in bounded memory: the body is read in pieces of at most
 64 KiB, only complete events are handed to the checker, which compares a cumulative event with the
@@ -44,12 +44,13 @@ request was sent, e.g. while a gateway restarts) is tried again every 0.1 s for 
 as HTTP clients do for connection errors; each refusal is counted in ``refused_connects``.
 
 The API key is read from the environment variable named by ``--api-key-env`` (never from argv).
-gate_sse.py is imported from the collection when it is installed, else from the directory in the
-environment variable GPUFLEET_MODULE_UTILS, the repository's plugins/module_utils, or the
-directory of this file. While running it writes one JSON line of counters per ``--report-every-s``
-seconds to stdout; at the end it prints ``TRAFFIC {json}`` with the totals and writes the same JSON
-to ``--summary`` (``failures``: time, phase and reason of each failed request, up to 1,000;
-``requests``: with ``--requests-out FILE`` one JSON line per request goes to FILE).
+The gate's stream checker (module_utils/gate/sse.py) is imported from the collection when it is
+installed, else as gate/sse.py under the module_utils directory in the environment variable
+GPUFLEET_MODULE_UTILS or the repository's plugins/module_utils, else as gate_sse.py beside this file.
+While running it writes one JSON line of counters per ``--report-every-s`` seconds to stdout; at the
+end it prints ``TRAFFIC {json}`` with the totals and writes the same JSON to ``--summary``
+(``failures``: time, phase and reason of each failed request, up to 1,000; ``requests``: with
+``--requests-out FILE`` one JSON line per request goes to FILE).
 Exit status: 0 when no request failed, 1 when some did, 2 on bad arguments.
 """
 
@@ -74,22 +75,24 @@ from dataclasses import dataclass, field
 def _load_gate_sse():
     """The throughput gate's stream checker module (one rule for what a good stream is)."""
     try:
-        return importlib.import_module("ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse")
+        return importlib.import_module("ansible_collections.gpufleet.sglang.plugins.module_utils.gate.sse")
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.join(here, "..", "..", "plugins", "module_utils")
-    dirs = [os.environ.get("GPUFLEET_MODULE_UTILS", ""), repo, here]
-    for d in dirs:
-        path = os.path.join(d, "gate_sse.py") if d else ""
+    env = os.environ.get("GPUFLEET_MODULE_UTILS", "")
+    # under a module_utils directory it is gate/sse.py; lab.sh copies it beside this file as gate_sse.py
+    paths = [os.path.join(env, "gate", "sse.py") if env else "", os.path.join(repo, "gate", "sse.py")]
+    paths.append(os.path.join(here, "gate_sse.py"))
+    for path in paths:
         if path and os.path.isfile(path):
             spec = importlib.util.spec_from_file_location("gpufleet_gate_sse", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
     raise SystemExit(
-        "traffic.py: cannot find gate_sse.py (plugins/module_utils of the collection); "
-        "set GPUFLEET_MODULE_UTILS to the directory that holds it"
+        "traffic.py: cannot find gate/sse.py (plugins/module_utils of the collection); "
+        "set GPUFLEET_MODULE_UTILS to the module_utils directory that holds gate/sse.py"
     )
 
 

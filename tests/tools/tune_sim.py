@@ -5,7 +5,7 @@
 
 Not a stand-in for a server: it replays what the stand-in would do for each setting (its rate or its
 failure, from ``sglang_api.surface_outcome``) with a measurement noise, and charges each candidate a
-simulated time, so the search (module_utils/tune_search.py) can be checked and benchmarked against the
+simulated time, so the search (module_utils/tune/search.py) can be checked and benchmarked against the
 full grid without starting servers. Used by tests/unit/test_tune_search.py and benchmarks/tune_bench.py.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from standins import sglang_api
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.search import (
     CoordinateSearch,
     grid,
 )

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The one argv check (module sglang_argv_check, core module_utils/argv_check.py): role sglang_server
+"""The one argv check (module sglang_argv_check, core module_utils/sglang/argv_check.py): role sglang_server
 and the sglang_tune action both call it. Runs the real checker script with this python against a
 small fake ``sglang`` package (the parser's shape as 0.5.23 has it: ServerArgs.add_cli_args and
 the config merger); the real wheels are checked by tests/unit/test_sglang_profiles.py."""
@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import argv_check
-from ansible_collections.gpufleet.sglang.plugins.module_utils.argv_check import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import MASK
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import argv_check
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.argv_check import (
     ArgvCheckError,
     interpret,
     run,
     secrets_in,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "k3y\\with'quote"
@@ -142,7 +142,7 @@ def test_the_candidate_file_is_private_and_removed(fake_sglang):
 
 
 def test_the_checker_text_is_the_script_the_tests_and_the_flag_table_run():
-    assert argv_check.checker_text() == (REPO / "plugins/module_utils/sglang_argv_check.py").read_text()
+    assert argv_check.checker_text() == (REPO / "plugins/module_utils/sglang/argv_check_script.py").read_text()
 
 
 def test_secrets_in_argv_and_options():

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import atomic_file as af
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline, model_store, sglang_deployment
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import atomic_file as af
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gate_baseline
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import deployment as sglang_deployment
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import model_store
 
 
 def names(directory: Path) -> list[str]:

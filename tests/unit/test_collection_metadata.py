@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 from collections.abc import Iterable
@@ -151,21 +152,34 @@ def test_test_only_collections_come_with_the_toolchain(files: list[str], known: 
     assert not missing, f"tests use {sorted(missing)}, which the `ansible` package of requirements.txt lacks"
 
 
+def installed_version(collection: str) -> Version:
+    """The version of an installed collection (from the `ansible` package of the running toolchain)."""
+    for root in ansible_collections.__path__:
+        manifest = Path(root, *collection.split("."), "MANIFEST.json")
+        if manifest.is_file():
+            return Version(yaml.safe_load(manifest.read_text())["collection_info"]["version"])
+    raise AssertionError(f"{collection} is not installed in this toolchain")
+
+
+def on_pinned_toolchain() -> bool:
+    """True on the toolchain of requirements.txt (make venv), False on another one (requirements-newest.txt)."""
+    return Version(importlib.metadata.version("ansible")) in pins("requirements.txt")["ansible"].specifier
+
+
 def test_pinned_collections_satisfy_the_declared_ranges() -> None:
     ranges = load("galaxy.yml")["dependencies"]
     assert ranges == {c["name"]: c["version"] for c in load("requirements.yml")["collections"]}
     for entry in load("meta/ee-requirements.yml")["collections"]:
         pinned = Version(entry["version"])
         assert pinned in SpecifierSet(ranges[entry["name"]]), f"EE pins {entry} outside {ranges[entry['name']]}"
-        manifest = yaml.safe_load(
-            next(
-                Path(root, *entry["name"].split("."), "MANIFEST.json").read_text()
-                for root in ansible_collections.__path__
-                if Path(root, *entry["name"].split("."), "MANIFEST.json").is_file()
-            )
+        installed = installed_version(entry["name"])
+        # every toolchain the collection supports carries collections inside the declared ranges
+        assert installed in SpecifierSet(ranges[entry["name"]]), (
+            f"this toolchain's {entry['name']} {installed} is outside galaxy.yml's {ranges[entry['name']]}"
         )
-        # the EE and a pip-installed controller (the `ansible` package) run the same collection code
-        assert manifest["collection_info"]["version"] == entry["version"], entry
+        if on_pinned_toolchain():
+            # the EE and a pip-installed controller (the `ansible` package) run the same collection code
+            assert installed == pinned, entry
 
 
 def pins(path: str) -> dict[str, Requirement]:
@@ -217,6 +231,43 @@ def test_versions_agree() -> None:
     # the controller's pinned paramiko is one the collection's EE metadata accepts
     ee_paramiko = pins("meta/ee-requirements.txt")["paramiko"]
     assert Version(str(runtime["paramiko"].specifier).lstrip("=")) in ee_paramiko.specifier
+
+
+def test_both_toolchains_lie_in_the_declared_range() -> None:
+    """requirements.txt (the oldest supported ansible-core) and requirements-newest.txt (the newest) are
+    both inside meta/runtime.yml's requires_ansible; the newest pins only ansible-core and ansible (the
+    Makefile takes every other pin from requirements.txt and requirements-dev.txt), and the toolchain
+    running these tests is one of the two."""
+    requires = SpecifierSet(load("meta/runtime.yml")["requires_ansible"])
+    newest = pins("requirements-newest.txt")
+    assert set(newest) == {"ansible-core", "ansible"}, f"requirements-newest.txt pins {sorted(newest)}"
+    for req in newest.values():
+        assert str(req.specifier).startswith("=="), f"requirements-newest.txt: {req} is not pinned"
+    oldest = pins("requirements.txt")
+    for name, found in (("requirements.txt", oldest), ("requirements-newest.txt", newest)):
+        core = Version(str(found["ansible-core"].specifier).lstrip("="))
+        assert core in requires, f"{name}: ansible-core {core} outside meta/runtime.yml {requires}"
+    assert Version(str(newest["ansible-core"].specifier).lstrip("=")) > Version(
+        str(oldest["ansible-core"].specifier).lstrip("=")
+    ), "requirements-newest.txt's ansible-core is not newer than requirements.txt's"
+    running = {name: importlib.metadata.version(name) for name in ("ansible-core", "ansible")}
+    assert any(all(Version(running[n]) in found[n].specifier for n in running) for found in (oldest, newest)), (
+        f"this toolchain runs {running}: neither requirements.txt nor requirements-newest.txt"
+    )
+    makefile = (REPO / "Makefile").read_text()
+    assert "-r requirements-newest.txt" in makefile, "the Makefile does not build the newest toolchain"
+
+
+def test_sanity_ignores_cover_both_toolchains() -> None:
+    """ansible-test reads tests/sanity/ignore-<core major.minor>.txt of the running ansible-core only: each
+    toolchain's core has its file, and they say the same (one list, written once per version)."""
+    files = {}
+    for name in ("requirements.txt", "requirements-newest.txt"):
+        core = Version(str(pins(name)["ansible-core"].specifier).lstrip("="))
+        files[name] = REPO / "tests" / "sanity" / f"ignore-{core.major}.{core.minor}.txt"
+        assert files[name].is_file(), f"{name}: ansible-core {core} has no {files[name].relative_to(REPO)}"
+    texts = {path.read_text() for path in files.values()}
+    assert len(texts) == 1, f"{sorted(str(p.relative_to(REPO)) for p in files.values())} differ"
 
 
 def test_license_and_urls() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import confined_path as cp
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import confined_path as cp
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_env_file import sglang_server_env_file
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     render_env_file,
 )

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The scheduled re-gate (issue 23 part 4; role fleet_regate, module_utils/systemd_unit.py): the service and
+"""The scheduled re-gate (issue 23 part 4; role fleet_regate, module_utils/common/systemd_unit.py): the service and
 timer rendered from the role's templates and checked by systemd-analyze verify, hostile values (a schedule
 with a line feed, an inventory path with spaces or ';') as a named error or as the exact argument, and the
 command's contract with playbooks/sglang.yml (one node out at a time, --tags bench)."""
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.regate_units import regate_units as regate_filter
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_serial import rollout_serial
-from ansible_collections.gpufleet.sglang.plugins.module_utils.systemd_unit import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.systemd_unit import (
     ROLLOUT_EXTRA_VARS,
     UnitValueError,
     calendar,

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.playbook import run_playbook
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.report import (
     ALERT_COLUMNS,
     COLD_START_COLUMNS,
     RUN_COLUMNS,
@@ -193,6 +193,25 @@ def test_report_playbook_writes_a_self_contained_page(tmp_path):
     # self-contained: nothing is fetched from anywhere
     assert "http://" not in text.replace("http://www.w3.org", "")
     assert "https://" not in text
+
+
+def test_a_failing_alert_read_still_fails_the_report(tmp_path):
+    # report.yml counts only community.proxmox 2.0.0's connection crash as "not reached" (its rescue);
+    # any other failure of the alert play, here a refused step, still fails the run with its own message
+    data = tmp_path / "baselines"
+    shutil.copytree(FIXTURES, data)
+    dest = tmp_path / "out" / "report.html"
+    proc = run_playbook(
+        REPO / "playbooks" / "report.yml",
+        inventory=REPO / "inventories" / "local",
+        extra_vars={
+            "throughput_gate_baseline_dir": str(data),
+            "fleet_report_dest": str(dest),
+            "fleet_monitoring_alert_step_s": "0",
+        },
+        timeout=300,
+    ).expect(2)
+    assert "fleet_monitoring_alert_step_s (0)" in proc.stdout
 
 
 def test_chromium_renders_the_charts_without_console_errors(tmp_path):

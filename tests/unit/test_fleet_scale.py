@@ -26,7 +26,7 @@ import fleet_scale
 import fleet_sim
 
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_serial import rollout_serial
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
     parse_max_unavailable,
     serial_batches,
 )

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Baseline rules of the throughput gate (module_utils/gate_baseline.py): key, version order,
+"""Baseline rules of the throughput gate (module_utils/gate/baseline.py): key, version order,
 choice and fallback, validation, write decision, atomic writes, the lock with real concurrent
 processes, and secret masking."""
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline as gb
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
 KEY = gb.make_key(
     host="node1", model="zai-org/GLM-5-NVFP4", profile="fast", sglang_version="0.5.13", gpu_model="RTX PRO 6000"
@@ -404,7 +404,7 @@ def test_gpu_health_goes_into_the_record_and_the_end_of_the_summary_row():
 def test_gpu_health_option_is_checked_on_the_controller():
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: PLC0415
 
-    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
+    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
 
     validator = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC)
     assert not validator.validate({"gpu_health": {"level": "failed", "verdict": "failed: x"}}).error_messages
@@ -442,7 +442,7 @@ def test_cold_start_goes_into_the_record_checked():
 def test_cold_start_option_is_a_controller_option():
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: PLC0415
 
-    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
+    from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import CONTROLLER_ARGUMENT_SPEC  # noqa: PLC0415
 
     validator = ArgumentSpecValidator(CONTROLLER_ARGUMENT_SPEC)
     checked = validator.validate({"cold_start": COLD_START})

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_limits as gl
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_http import Target
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, mask, mask_url
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import MASK, mask, mask_url
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import limits as gl
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import runner as gr
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.http import Target
 
 
 def params(**kw) -> gr.GateParams:

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gate's textfile (module_utils/gate_metrics.py, module gate_metrics; issue 23 part 4): a gate run's
+"""The gate's textfile (module_utils/gate/metrics.py, module gate_metrics; issue 23 part 4): a gate run's
 record as the metrics the alert rules read (GpufleetThroughputBelowBaseline had no writer of its
 gpufleet_gate_* series; GpufleetGateBelowBaseline and GpufleetGateStale read the run's own delta and time),
 label values escaped, written atomically, changed only when the state changed."""
@@ -22,8 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from unit.test_gpu_health_metrics import parse
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import make_key, run_record
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_metrics import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import make_key, run_record
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.metrics import (
     METRICS,
     GateMetricsError,
     render,

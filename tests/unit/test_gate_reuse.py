@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lib.playbook import Result, run_playbook
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet_report import last_run, passed
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import Paths, make_key
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.report import last_run, passed
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import Paths, make_key
 
 FIXTURE = sorted((Path(__file__).parent / "fixtures" / "report").glob("*0.5.12.post1*.history.jsonl"))[0]
 RECORDS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_baseline, gate_runner
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_limits import GateInputError
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gate_baseline
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import runner as gate_runner
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.limits import GateInputError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.stats import (
     BASELINE_MAX_HIGH,
     BASELINE_MAX_LOW,
     BEYOND_TOLERANCE,

@@ -13,10 +13,10 @@ from typing import ClassVar
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner as gr
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_spec
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import shape_of
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_spec import CONTROLLER_ARGUMENT_SPEC
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import runner as gr
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import spec as gate_spec
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import shape_of
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.spec import CONTROLLER_ARGUMENT_SPEC
 from ansible_collections.gpufleet.sglang.plugins.modules import throughput_gate
 
 

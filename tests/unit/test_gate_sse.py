@@ -14,8 +14,10 @@ import resource
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_client, gate_http, gate_meter
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import client as gate_client
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import meter as gate_meter
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.sse import (
     SSEError,
     StreamChecker,
     decode_event,

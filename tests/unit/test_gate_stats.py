@@ -13,7 +13,7 @@ import random
 import pytest
 from scipy import stats as scipy_stats  # the reference, in the tests only (requirements.txt)
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_stats import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.stats import (
     SIGMA_FLOOR,
     Decision,
     Design,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_runner import _ROW, summary_row
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.runner import _ROW, summary_row
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.telemetry import (
     QUERY_FIELDS,
     command,
     parse_sample_line,
@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry imp
     telemetry_line,
     throttle_reasons,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import NvidiaParseError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import NvidiaParseError
 
 
 def line(index: int, power: float, reasons: str = "0x0000000000000000", limit: str = "600.00") -> str:

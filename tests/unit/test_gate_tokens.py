@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standins import sglang_api
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_http, gate_meter
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_sse import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import meter as gate_meter
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.sse import (
     OVER_REPORTED,
     SSEError,
     StreamChecker,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import check_options, evaluate
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import check_options, evaluate
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests/standins/nvidia-smi"

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
     DEFAULTS,
     XID_CATALOG,
     GpuHealthError,
@@ -36,7 +36,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import 
     read_smi_xml,
     xid_level,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import (
     NvidiaParseError,
     parse_query_typed,
     parse_smi_xml,

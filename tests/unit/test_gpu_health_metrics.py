@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The GPU health textfile (module_utils/gpu_health_metrics.py, gpu_health's textfile option).
+"""The GPU health textfile (module_utils/nvidia/gpu_health_metrics.py, gpu_health's textfile option).
 
 The renderings are read back with a parser of the text exposition format written here from the
 format's definition (Prometheus, "Exposition formats": label values escape backslash, double quote
@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from unit.test_gpu_health import FIX, LOGS, VARIANTS, module_args, read, run_module
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gpu_health_metrics
-from ansible_collections.gpufleet.sglang.plugins.module_utils.atomic_file import FileWriteError
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health import check_options, evaluate
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gpu_health_metrics import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import FileWriteError
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia import gpu_health_metrics
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import check_options, evaluate
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health_metrics import (
     LEVEL_VALUES,
     METRICS,
     MetricsError,

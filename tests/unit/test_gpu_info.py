@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gpu_info as gi
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia import gpu_info as gi
 
 CAPTURE = Path(__file__).parent / "fixtures" / "nvidia" / "rtxpro6000-570"
 

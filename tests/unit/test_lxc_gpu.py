@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit and golden-file tests of plugins/module_utils/lxc_gpu.py.
+"""Unit and golden-file tests of plugins/module_utils/nvidia/lxc_gpu.py.
 
 Golden files (tests/unit/golden/proxmox_lxc_gpu/) are configs in real PVE / LXC syntax. Regenerate
 after an intended change with ``GPUFLEET_REGEN_GOLDEN=1 pytest tests/unit/test_lxc_gpu.py`` and
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.lxc_gpu import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.lxc_gpu import (
     DeviceNode,
     LxcGpuError,
     cgroup_devices_key,

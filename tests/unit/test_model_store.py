@@ -27,9 +27,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.model_store_errors import model_store_errors
-from ansible_collections.gpufleet.sglang.plugins.module_utils import confined_path as cp
-from ansible_collections.gpufleet.sglang.plugins.module_utils import model_store as ms
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import confined_path as cp
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import model_store as ms
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "gpufleet-test/tiny-moe"

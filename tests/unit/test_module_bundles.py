@@ -17,7 +17,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 # module_utils that only action, lookup and filter plugins use (they run on the controller)
-CONTROLLER_SIDE = {"gate_baseline", "tune_search", "tune_profile", "fleet_report"}
+# (each sets CONTROLLER_ONLY = True; test_module_rooms.py walks the imports with ast for the same rule)
+CONTROLLER_SIDE = {"gate/baseline", "tune/search", "tune/profile", "fleet/report"}
 
 # In a fresh interpreter: ansible's collection loader must own ansible_collections, which the test
 # session has already imported from the plain path.
@@ -37,7 +38,7 @@ for name in names:
     fqn = f"ansible_collections.gpufleet.sglang.plugins.modules.{name}"
     recursive_finder(name, fqn, source, payload, datetime.datetime(2026, 1, 1), ExtensionManager())
     files = [n[len(prefix):] for n in payload.namelist() if n.startswith(prefix)]
-    found[name] = sorted(n[: -len(".py")] for n in files if n != "__init__.py")
+    found[name] = sorted(n[: -len(".py")] for n in files if not n.endswith("__init__.py"))
 print(json.dumps(found))
 """
 
@@ -57,8 +58,8 @@ def test_no_module_carries_controller_side_code(bundles, name):
 
 
 def test_throughput_gate_carries_its_runner_and_spec_but_not_the_baseline_store(bundles):
-    """gate_spec imported gate_baseline (600 lines, fcntl locks, history) for the controller's options."""
+    """gate/spec.py imported the baseline store (600 lines, fcntl locks, history) for the controller's options."""
     carried = bundles["throughput_gate"]
-    assert {"gate_runner", "gate_spec", "gate_client", "secret_mask"} <= carried
-    assert "gate_baseline" not in carried
-    assert "atomic_file" not in carried  # the baseline store's writer, nothing of the gate's own
+    assert {"gate/runner", "gate/spec", "gate/client", "common/secret_mask"} <= carried
+    assert "gate/baseline" not in carried
+    assert "common/atomic_file" not in carried  # the baseline store's writer, nothing of the gate's own

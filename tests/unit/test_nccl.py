@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nccl import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.nccl import (
     NcclTopologyError,
     link_summary,
     nccl_env,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import parse_topo_matrix
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import parse_topo_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/unit/fixtures/nvidia"

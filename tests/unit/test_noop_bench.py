@@ -5,6 +5,9 @@ changed counts from the recap: both on text shaped like ansible-playbook's own o
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,3 +61,34 @@ def test_play_times_of_a_run_without_stamps_is_empty():
 
 def test_recap_reads_ok_changed_unreachable_failed_per_host():
     assert noop_bench.recap(OUTPUT) == {"lab-pve1": (3, 0, 0, 0), "lab-sglang1": (1, 2, 0, 0)}
+
+
+def test_the_containers_connection_source_wins_over_group_vars(tmp_path):
+    """--containers-connection: the host variables of the extra source beat group_vars/proxmox_containers.yml
+    (which sets proxmox_pct_remote), for every container and no other host."""
+    hosts = noop_bench.containers("inventories/local")
+    assert hosts == ["lab-gateway1", "lab-sglang1", "lab-sglang2", "lab-sglang3"]
+    source = tmp_path / "containers.json"
+    source.write_text(
+        json.dumps({"all": {"hosts": {h: {"ansible_connection": "gpufleet.sglang.pct_pipelined"} for h in hosts}}})
+    )
+    out = subprocess.run(
+        [
+            str(Path(noop_bench.ANSIBLE_PLAYBOOK).parent / "ansible-inventory"),
+            "-i",
+            "inventories/local",
+            "-i",
+            str(source),
+            "--list",
+        ],
+        cwd=noop_bench.REPO,
+        env={**os.environ, "ANSIBLE_CONFIG": str(noop_bench.REPO / "ansible.cfg")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    hostvars = json.loads(out.stdout)["_meta"]["hostvars"]
+    connections = {h: v.get("ansible_connection") for h, v in hostvars.items()}
+    assert {h: connections[h] for h in hosts} == dict.fromkeys(hosts, "gpufleet.sglang.pct_pipelined")
+    assert all(c != "gpufleet.sglang.pct_pipelined" for h, c in connections.items() if h not in hosts)

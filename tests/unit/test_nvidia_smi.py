@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Parsers of plugins/module_utils/nvidia_smi.py on real H200 captures, SM120 fixtures and broken output;
+"""Parsers of plugins/module_utils/nvidia/smi.py on real H200 captures, SM120 fixtures and broken output;
 and the nvidia-smi stand-in checked byte for byte against the real captures."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_telemetry import parse_sample_line
-from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.telemetry import parse_sample_line
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import (
     GPU_INFO_FIELDS,
     TELEMETRY_FIELDS,
     NvidiaParseError,

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_args import sglang_server_args
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_config import sglang_server_config
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import (
     SGLangArgsError,
     check_profile,
     known_flags,
@@ -34,13 +34,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import
     option_in_value,
     render_argv,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import FLAGS
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import FLAGS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     config_from_argv,
     render_config,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_profile import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.profile import (
     TunedProfileError,
     find_tuned,
     write_tuned,

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The failed rollout's message (filter rollback_message, module_utils/rollback_message.py), which was
+"""The failed rollout's message (filter rollback_message, module_utils/fleet/rollback_message.py), which was
 a 21-line template in playbooks/tasks/rollback.yml. The wording is the template's: checked once
 against it on all 1,536 combinations of the facts when it moved (whitespace folded as YAML's ``>-``
 folded it); the cases below pin each branch."""
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.rollback_message import rollback_message_filter
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollback_message import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollback_message import (
     ACTIONS,
     RollbackMessageError,
     one_line,

@@ -30,7 +30,7 @@ from tools.rollout_figures import (
     upgrade_report,
 )
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import Load, Node, drain_line, room
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import Load, Node, drain_line, room
 
 FIGURES = Path(__file__).resolve().parents[1] / "tools" / "rollout_figures.py"
 WATCH = Path(__file__).resolve().parents[2] / "extensions" / "molecule" / "fleet" / "watch.py"

@@ -6,7 +6,7 @@ side: the same result as the sequential reading it replaced (benchmarks/room_loo
 ``sequential_look``) for healthy, unhealthy, slow, silent and garbage-answering nodes, over real HTTP
 (one in-process server standing in for the gateway and every node) and, under hypothesis, over any
 mix of answers; far faster than the sequential reading; within its deadline when every node hangs;
-each URL read once. And the pool it reads with (module_utils/fan_out.py)."""
+each URL read once. And the pool it reads with (module_utils/common/fan_out.py)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from room_look_bench import Behaviour, FakeFleet, params, sequential_look
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fan_out import WORKERS, gather
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import RolloutPlanError, look_deadline
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.fan_out import WORKERS, gather
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError, look_deadline
 from ansible_collections.gpufleet.sglang.plugins.modules import rollout_room
 from ansible_collections.gpufleet.sglang.plugins.modules.rollout_room import look
 

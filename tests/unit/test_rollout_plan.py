@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.sglang.plugins.filter.drain_budget import drai
 from ansible_collections.gpufleet.sglang.plugins.filter.drain_line import drain_line_filter
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_serial import rollout_serial
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_load import sglang_load
-from ansible_collections.gpufleet.sglang.plugins.module_utils.rollout_plan import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
     DrainBudgetError,
     GatewayListError,
     Load,

@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import gate_runner
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import (
     MASK,
     mask,
     mask_url,
     secret_forms,
     secrets_of,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import runner as gate_runner
 
 
 def test_secrets_of_url_and_key():

@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_args import FilterModule
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import (
     SGLangArgsError,
     known_flags,
     merge_profiles,

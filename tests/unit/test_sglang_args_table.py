@@ -1,10 +1,10 @@
-"""The flag table in plugins/module_utils/sglang_flag_table.py checked against real SGLang wheels.
+"""The flag table in plugins/module_utils/sglang/flag_table.py checked against real SGLang wheels.
 
 Two checks:
 - always: for 0.5.8, 0.5.9 and 0.5.10 (whose parser spells every flag as a string literal in
   server_args.py) the literals of the real wheel equal the table's column;
 - with a python that has SGLang's runtime dependencies (no GPU needed): the real parser of a version,
-  built by plugins/module_utils/sglang_argv_check.py --dump-flags, equals the table's column.
+  built by plugins/module_utils/sglang/argv_check_script.py --dump-flags, equals the table's column.
   That python is GPUFLEET_SGLANG_PARSER_PYTHON when set (then every version in the table is checked:
   0.5.8 to 0.5.20 import torchvision, so give it a full venv, e.g. torch 2.14.1 + torchvision 0.29.1),
   else the CPU-only venv of tests/harness/sglang-parser-venv.sh when it has been built (the
@@ -24,8 +24,8 @@ import pytest
 from integration.sglang_wheels import read_member
 from sglang_flag_table.generate import TABLE, build_table, dump, render_table_module
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import known_flags
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import FLAGS, VERSIONS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import known_flags
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import FLAGS, VERSIONS
 
 CPU_PARSER_VENV = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "sglang-parser-0.5.23"
 # Versions whose server_args import works in that venv (0.5.8 to 0.5.20 import torchvision, whose

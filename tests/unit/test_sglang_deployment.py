@@ -1,4 +1,4 @@
-"""The deployment record and the whole-deployment rollback (module_utils/sglang_deployment.py)."""
+"""The deployment record and the whole-deployment rollback (module_utils/sglang/deployment.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.sglang.plugins.filter.rollback_message import rollback_message_filter
-from ansible_collections.gpufleet.sglang.plugins.module_utils import sglang_deployment as dep
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import deployment as dep
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,11 +24,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standins import sglang_api
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.secret_mask import MASK, SECRET_FLAGS, secret_forms
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import MASK, SECRET_FLAGS, secret_forms
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles/sglang_server/files/sglang_log_redact.py"
-SECRET_MASK = REPO / "plugins/module_utils/secret_mask.py"
+SECRET_MASK = REPO / "plugins/module_utils/common/secret_mask.py"
 
 
 def _load():

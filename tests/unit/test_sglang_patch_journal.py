@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.patch_journal import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.patch_journal import (
     JournalError,
     dump_journal,
     load_journal,

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The node paths' defaults: module_utils/sglang_paths.py (what the argument specs use) and the doc
+"""The node paths' defaults: module_utils/sglang/paths.py (what the argument specs use) and the doc
 fragment gpufleet.sglang.sglang_paths (what the docs show) say the same, and the modules use both."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.gpufleet.sglang.plugins.action import sglang_tune as tune_action
 from ansible_collections.gpufleet.sglang.plugins.doc_fragments.sglang_paths import ModuleDocFragment
-from ansible_collections.gpufleet.sglang.plugins.module_utils import sglang_paths
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import paths as sglang_paths
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = {

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The sglang_server profiles carry the flags of the runs they are named after, and SGLang 0.5.23's own
-parser (built from the real wheel by plugins/module_utils/sglang_argv_check.py) accepts them.
+parser (built from the real wheel by plugins/module_utils/sglang/argv_check_script.py) accepts them.
 
 The parser check needs the CPU parser venv of tests/harness/sglang-parser-venv.sh (built by
 `make unit` and the sglang_server scenario) or GPUFLEET_SGLANG_PARSER_PYTHON; it names what is
@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import render_argv
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import args as sglang_args
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import render_argv
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
-CHECKER = REPO / "plugins" / "module_utils" / "sglang_argv_check.py"
+CHECKER = REPO / "plugins" / "module_utils" / "sglang" / "argv_check_script.py"
 PARSER_VENV = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "sglang-parser-0.5.23"
 PARSER_PYTHON = os.environ.get("GPUFLEET_SGLANG_PARSER_PYTHON") or (
     str(PARSER_VENV / "bin" / "python") if (PARSER_VENV / ".gpufleet-stamp").is_file() else None
@@ -58,6 +60,7 @@ def test_glm5_profile_is_the_glm5_run_on_sm120():
 def test_kimi_profile_is_the_kimi_run():
     kimi = PROFILES["kimi_k2_thinking_tp8"]
     assert kimi == {
+        "fast_load": True,
         "tp": 8,
         "attention_backend": "triton",
         "max_running_requests": 2048,
@@ -125,3 +128,48 @@ def test_real_0523_parser_refuses_a_wrong_value(flag, bad):
     assert rc == 1
     assert result["ok"] is False
     assert bad in result["error"]
+
+
+# -- the fastest safe loader options (fast_load) --------------------------------------------------
+
+LOADER = "--model-loader-extra-config"
+
+
+def loader_config(argv: list[str]) -> dict | None:
+    return json.loads(argv[argv.index(LOADER) + 1]) if LOADER in argv else None
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_asks_for_the_fastest_safe_loader(name):
+    assert PROFILES[name]["fast_load"] is True
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+@pytest.mark.parametrize("version", [*VERSIONS, "0.5.12.post1", "0.5.9rc1", "0.5.23+cu130"])
+def test_fast_load_sets_the_multithreaded_loader_where_the_release_bounds_its_memory(name, version):
+    argv = render_argv(PROFILES[name], version)
+    assert "--fast-load" not in argv
+    bounded = sglang_args.public_key(sglang_args.parse_version(version)) >= sglang_args.parse_version("0.5.9")
+    # the multithreaded loader of 0.5.8 keeps every shard it read in memory: never set there
+    assert loader_config(argv) == ({"enable_multithread_load": True} if bounded else None)
+
+
+def test_a_release_whose_parser_lacks_the_flag_never_gets_it(monkeypatch):
+    table = dict(sglang_args.FLAGS)
+    monkeypatch.setitem(sglang_args.FLAGS, LOADER, (table[LOADER][0], "0" * len(VERSIONS)))
+    for version in VERSIONS:
+        assert LOADER not in render_argv(PROFILES["glm5_nvfp4_tp8"], version)
+
+
+def test_the_users_loader_config_wins_over_fast_load():
+    mine = {"fast_load": True, "model_loader_extra_config": {"num_threads": 16, "enable_multithread_load": False}}
+    assert loader_config(render_argv(mine, VERSION)) == {"num_threads": 16, "enable_multithread_load": False}
+    text = {"fast_load": True, "model_loader_extra_config": '{"num_threads": 4}'}
+    assert loader_config(render_argv(text, VERSION)) == {"num_threads": 4}
+    assert loader_config(render_argv({"fast_load": False}, VERSION)) is None
+    assert loader_config(render_argv({"fast_load": None}, VERSION)) is None
+
+
+def test_fast_load_is_a_switch():
+    with pytest.raises(sglang_args.SGLangArgsError, match="fast_load is a switch"):
+        render_argv({"fast_load": "yes"}, VERSION)

@@ -15,8 +15,8 @@ from standins import sglang_api
 from ansible_collections.gpufleet.sglang.plugins.filter import sglang_server_config as config_filter
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_config import sglang_server_config
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_env_file import sglang_server_env_file
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import known_flags, render_argv
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_config import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import known_flags, render_argv
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_config import (
     ServerConfigError,
     check_text,
     config_from_argv,

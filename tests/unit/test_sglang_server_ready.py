@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.test.core import version_compare as version_test
 
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_ready_path import sglang_ready_path
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import (
     UNIT_PROPERTIES,
     journal_argv,
     journal_lines,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from integration.sglang_wheels import install_wheel, read_member
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_source import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source import (
     LAYOUTS,
     MAX_FILE_BYTES,
     SourceError,

@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from integration.sglang_wheels import install_wheel
+from lib.module import run_module as run_module_at
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "sglang_source_info.py"
 
 
 def run_module(args: dict, tmp_path: Path) -> tuple[int, dict]:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], check=False, capture_output=True, text=True, env=env
-    )
-    return proc.returncode, json.loads(proc.stdout)
+    return run_module_at(MODULE, args, tmp_path)
 
 
 def test_reports_facts_of_real_wheel(tmp_path):

@@ -38,7 +38,7 @@ def surface():
             {"mode": "serve", "tokens_per_s": 2160.0},
         ),
         ({"attention_backend": "flashinfer", "disable_cuda_graph": True}, {"mode": "serve", "tokens_per_s": 900.0}),
-        ({"max_running_requests": "1024"}, {"mode": "serve", "tokens_per_s": 1350.0}),
+        ({"max_running_requests": "1024"}, {"mode": "serve", "tokens_per_s": 1600.0}),
     ],
 )
 def test_rates(surface, flags, expected):
@@ -117,7 +117,7 @@ def test_never_ready_listens_but_stays_503(tmp_path):
         proc.communicate(timeout=10)
 
 
-@pytest.mark.parametrize(("rate", "expected"), [(None, 1350.0), (3740, 5049.0)])
+@pytest.mark.parametrize(("rate", "expected"), [(None, 1600.0), (3740, 5984.0)])
 def test_the_rate_is_the_base_times_the_factors(tmp_path, rate, expected):
     # STANDIN_TOKENS_PER_S, when set, is the base (a lab keeps its rate for the profile it deploys)
     proc, _port_file = _run(tmp_path, "--max-running-requests", "1024", rate=rate)

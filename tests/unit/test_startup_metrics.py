@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standins import sglang_api
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.startup_metrics import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import (
     CUDA_GRAPH_PHASES,
     MAX_SECONDS,
     STARTUP_PHASES,

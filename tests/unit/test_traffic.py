@@ -428,7 +428,10 @@ def test_load_fraction_of_a_probed_capacity(tmp_path: Path) -> None:
         proc.wait(timeout=10)
     cap = summary["capacity"]
     assert cap["source"] == "metrics"
-    assert 1500 < cap["tokens_per_s"] < 4400  # 4,000 configured; a loaded machine runs it slower
+    # 4,000 configured: never more (a probe that counted a token twice, or used too short a window, reads
+    # more); a loaded machine runs the stand-in slower (at load average 40 it read under 1,500), so the
+    # lower bound only rules out a probe that read nothing or the wrong counter
+    assert 400 < cap["tokens_per_s"] < 4400
     assert summary["rate_rps"] == pytest.approx(0.1 * cap["tokens_per_s"] / 2000, rel=1e-3)
     assert summary["phases"]["capacity_probe"]["sent"] >= 4
     assert summary["failed"] == 0

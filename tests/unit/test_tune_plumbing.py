@@ -16,9 +16,9 @@ import pytest
 from lib.playbook import run_tool
 
 from ansible_collections.gpufleet.sglang.plugins.action.sglang_tune import candidate_flags, failure_status, power_pct
-from ansible_collections.gpufleet.sglang.plugins.module_utils import tune_journal
-from ansible_collections.gpufleet.sglang.plugins.module_utils.gate_baseline import Paths, make_key
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_profile import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import Paths, make_key
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune import journal as tune_journal
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.profile import (
     TunedProfileError,
     find_tuned,
     write_sweep,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.tune_search import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.search import (
     CoordinateSearch,
     TuneError,
     check_space,

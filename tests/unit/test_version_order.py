@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The one SGLang version ordering (module_utils/version_order.py) and the callers that use it.
+"""The one SGLang version ordering (module_utils/common/version_order.py) and the callers that use it.
 
 Before it there were three: sglang_args' own regular expression (refused 0.5.23a1, 0.5.23rc1.dev1,
 v0.5.23 and 0.5.23+cu128), gate_baseline's PEP 440 key, and Ansible's LooseVersion in
@@ -18,13 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import InvalidVersion, Version
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils import version_order as vo
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import (
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import version_order as vo
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import (
     SGLangArgsError,
     known_flags,
     parse_version,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_server_ready import ready_path
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import ready_path
 
 # --------------------------------------------------------------------------- the order itself
 

@@ -60,7 +60,7 @@ MARKUP = re.compile(r"\b([CIBMOVU])\(([^()]*)\)")
 # module_utils file that holds the module's argument spec, its name there). The module's spec is
 # the one place of those defaults.
 MODULE_SPECS: dict[str, tuple[str, str, str]] = {
-    "throughput_gate": ("throughput_gate_", "gate_spec", "ARGUMENT_SPEC"),
+    "throughput_gate": ("throughput_gate_", "gate.spec", "ARGUMENT_SPEC"),
 }
 # Role options that name a module option by another word (docs/glossary.md's word for the role's
 # users, the module's own option name): role option -> module option.
@@ -98,7 +98,7 @@ def module_spec(role_name: str) -> ModuleSpec | None:
     return ModuleSpec(
         prefix,
         getattr(loaded, attr),
-        f"plugins/module_utils/{module}.py {attr}",
+        f"plugins/module_utils/{module.replace('.', '/')}.py {attr}",
         MODULE_OPTION_NAMES.get(role_name, {}),
     )
 

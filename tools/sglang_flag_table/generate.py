@@ -1,10 +1,10 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Generate plugins/module_utils/sglang_flag_table.py from the real parsers of SGLang wheels.
+"""Generate plugins/module_utils/sglang/flag_table.py from the real parsers of SGLang wheels.
 
 For every version asked for (default: the VERSIONS of the current table), the cached wheel is
-unpacked (tests/integration/sglang_wheels.py) and plugins/module_utils/sglang_argv_check.py
+unpacked (tests/integration/sglang_wheels.py) and plugins/module_utils/sglang/argv_check_script.py
 --dump-flags prints the flags its parser builds; the table holds, per flag, its kind (from the
 newest version that has it) and one presence digit per version. See README.md next to this file.
 
@@ -29,11 +29,11 @@ for path in (REPO / "collections", REPO / "tests"):
 
 from integration.sglang_wheels import install_wheel
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_args import parse_version
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang_flag_table import VERSIONS
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import parse_version
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import VERSIONS
 
-CHECKER = REPO / "plugins" / "module_utils" / "sglang_argv_check.py"
-TABLE = REPO / "plugins" / "module_utils" / "sglang_flag_table.py"
+CHECKER = REPO / "plugins" / "module_utils" / "sglang" / "argv_check_script.py"
+TABLE = REPO / "plugins" / "module_utils" / "sglang" / "flag_table.py"
 
 __all__ = ["CHECKER", "TABLE", "build_table", "dump", "nargs_kind", "render_table_module"]
 
@@ -74,7 +74,7 @@ def build_table(dumps: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, 
 
 
 def render_table_module(versions: list[str], table: dict[str, tuple[str, str]]) -> str:
-    """The text of plugins/module_utils/sglang_flag_table.py."""
+    """The text of plugins/module_utils/sglang/flag_table.py."""
     lines = [
         "# Copyright: (c) 2026, gpufleet.sglang contributors",
         "# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)",

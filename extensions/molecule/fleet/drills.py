@@ -59,7 +59,7 @@ CRASH_BOUND_S = 90  # crash loop detected (2 restarts x 1 s) + rollback + readin
 URL = {n: f"http://127.0.0.1:{p}" for n, p in PORTS.items()}
 MARK_DIR = "/var/lib/sglang-gateway/out-of-rotation"
 KEY_ENV_FILE = "/etc/sglang-gateway/sglang-gateway.secrets.env"
-# traffic.py checks streams with the gate's gate_sse.py (plugins/module_utils, mounted here)
+# traffic.py checks streams with the gate's gate/sse.py (plugins/module_utils, mounted here)
 MODULE_UTILS = "/srv/gpufleet-flag-table"
 
 
@@ -286,7 +286,7 @@ def drill_crash_and_renamed_flag() -> None:
     refused = on_host(
         'printf \'{"model-path": "/m", "cuda-graph-max-bs-decode": 64}\' > /tmp/new.yaml;'
         " python3 /srv/gpufleet-standins/sglang_launch.py --release /opt/fleet/node1/current"
-        " --flag-table /srv/gpufleet-flag-table/sglang_flag_table.py --config /tmp/new.yaml 2>&1; echo rc=$?",
+        " --flag-table /srv/gpufleet-flag-table/sglang/flag_table.py --config /tmp/new.yaml 2>&1; echo rc=$?",
         check=False,
     )
     expect(

@@ -108,6 +108,8 @@ def test_options_file(host):
         "disable-shared-experts-fusion": True,
         "reasoning-parser": "glm45",
         "tool-call-parser": "glm47",
+        # the profile's fast_load on 0.5.23 (docs/sglang-versions-and-flags.md, "Loading the checkpoint")
+        "model-loader-extra-config": '{"enable_multithread_load":true}',
         "enable-metrics": True,
         "api-key": "molecule-secret-key",
     }
@@ -123,6 +125,10 @@ def test_process_user_and_env(host):
     environ = host.file(f"/proc/{pid}/environ").content_string.split("\0")
     env = dict(item.split("=", 1) for item in environ if "=" in item)
     assert env["SGLANG_CACHE_DIR"] == "/var/cache/sglang"
+    # the JIT caches at fixed paths under it, the same on every node (docs/warm-start.md)
+    assert env["TRITON_CACHE_DIR"] == "/var/cache/sglang/triton"
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/var/cache/sglang/inductor"
+    assert env["FLASHINFER_WORKSPACE_BASE"] == "/var/cache/sglang"
     assert env["HOME"] == "/var/lib/sglang"
     assert env["NCCL_P2P_LEVEL"] == "SYS"
     assert env["NCCL_IB_DISABLE"] == "1"
