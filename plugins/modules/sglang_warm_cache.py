@@ -190,6 +190,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.warm_cache 
     TooLargeError,
     WarmCacheError,
     cache_key,
+    check_apart,
     find_artifact,
     pack,
     read_marker,
@@ -211,7 +212,10 @@ def _has_files(directory: str) -> bool:
 
 def _stored(store: str, key_digest: str, max_bytes: int) -> tuple[dict | None, str]:
     """The verified artifact of the key in the store, or None and why not."""
-    path = find_artifact(store, key_digest)
+    try:
+        path = find_artifact(store, key_digest)
+    except WarmCacheError as exc:
+        return None, f"the store's entry for this key failed its checks ({exc}): not used"
     if path is None:
         return None, f"the store {store} holds no artifact for this key"
     try:
@@ -282,12 +286,12 @@ def _restore(module: AnsibleModule, key: dict, result: dict) -> None:
     if os.path.isdir(target) and _has_files(target) and not marker and not params["replace"]:
         result.update(action="kept", reason=f"{target} holds this node's own caches; replace=true restores over them")
         return
+    uid, gid = _ids(module)  # before check mode's answer: a missing owner fails both runs alike
     result.update(
         changed=True, action="restored", reason=f"the store holds an artifact for this key; restored at {target}"
     )
     if module.check_mode:
         return
-    uid, gid = _ids(module)
     restore(found["path"], target, key["fields"], max_bytes=max_bytes, uid=uid, gid=gid)
 
 
@@ -323,6 +327,7 @@ def main() -> None:
     try:
         key = cache_key(module.params["key"])
         result.update(key=key["fields"], key_digest=key["digest"])
+        check_apart(module.params["store"], key["fields"]["cache_dir"])
         {"collect": _collect, "restore": _restore, "inspect": _inspect}[module.params["state"]](module, key, result)
     except (WarmCacheError, OSError) as exc:
         module.fail_json(msg=f"sglang_warm_cache {module.params['state']}: {exc}", **result)

@@ -50,7 +50,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.confined_path import (
     PathError,
     confine,
+    inside,
     kind_of,
+    open_regular,
     relative_name,
 )
 
@@ -121,7 +123,7 @@ def _field_why_not(name: str, value: object) -> str | None:
         return f"is a {type(value).__name__}, expected a string: {shape}"
     if not pattern.fullmatch(value):
         return f"{value!r} is not {shape}"
-    if pattern is _ABS and (os.path.normpath(value) != value or value == "/"):
+    if pattern is _ABS and (os.path.normpath(value) != value or value == "/" or value.startswith("//")):
         return f"{value!r} is not a normalized absolute path below /: {shape}"
     return None
 
@@ -148,12 +150,33 @@ def cache_key(fields: object) -> dict[str, Any]:
     return {"fields": clean, "digest": hashlib.sha256(_canonical(clean)).hexdigest()}
 
 
-def _sha256_file(path: str) -> str:
+def _sha256_handle(handle: Any) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
+    for chunk in iter(lambda: handle.read(_CHUNK), b""):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def _open_cache_file(root: str, rel: str) -> Any:
+    """``root``/``rel`` for reading, nothing below ``root`` followed (the server's user writes the
+    cache: a file or directory swapped for a symlink after the scan must not make a collect, run as
+    root, read a file of its choice into an artifact every node can read)."""
+    try:
+        return os.fdopen(open_regular(root, rel, "cache file"), "rb")
+    except PathError as exc:
+        raise WarmCacheError(f"{exc} (it changed while the cache was packed): nothing was written") from exc
+
+
+class _HashingReader:
+    """A file object's ``read`` that hashes what it gives (pack reads each file once for the tar)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        self.digest.update(data)
+        return data
 
 
 def _normal_mode(mode: int) -> int:
@@ -191,7 +214,8 @@ def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFA
             files.append({"path": rel, "size": info.st_size, "mode": _normal_mode(info.st_mode)})
     files.sort(key=lambda entry: entry["path"])
     for entry in files:
-        entry["sha256"] = _sha256_file(os.path.join(root, entry["path"]))
+        with _open_cache_file(root, entry["path"]) as handle:
+            entry["sha256"] = _sha256_handle(handle)
     return {"files": files, "skipped": skipped, "bytes": total}
 
 
@@ -203,16 +227,51 @@ def artifact_path(store: str, key_digest: str, digest: str) -> str:
     return os.path.join(store, key_digest, digest + ARTIFACT_SUFFIX)
 
 
-def find_artifact(store: str, key_digest: str) -> str | None:
-    """The artifact stored for ``key_digest`` (the newest if several), or None."""
-    directory = os.path.join(store, key_digest)
+def key_dir(store: str, key_digest: str) -> str:
+    """``store``/``key_digest``, refused (``WarmCacheError``) when it is a symlink out of the store
+    or not a directory: the store is shared by the nodes, and a node may plant anything in it."""
+    if not isinstance(key_digest, str) or not _SHA256.fullmatch(key_digest):
+        raise WarmCacheError(f"key digest {key_digest!r} is not a sha256 in hex")
     try:
-        names = [n for n in os.listdir(directory) if n.endswith(ARTIFACT_SUFFIX) and _SHA256.fullmatch(n[:-4])]
+        directory = confine(os.path.abspath(store), key_digest, "the key directory")
+    except PathError as exc:
+        raise WarmCacheError(f"{exc}: refused, nothing read or written there") from exc
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise WarmCacheError(f"the key directory {directory} is not a directory: remove it from the store")
+    return directory
+
+
+def find_artifact(store: str, key_digest: str) -> str | None:
+    """The artifact stored for ``key_digest`` (the newest if several), or None. Only a regular file
+    named ``<sha256>.tar`` counts: a planted directory, symlink, FIFO or device is passed over, never
+    opened (``lstat`` only)."""
+    directory = key_dir(store, key_digest)
+    try:
+        names = os.listdir(directory)
     except FileNotFoundError:
         return None
-    if not names:
-        return None
-    return max((os.path.join(directory, n) for n in names), key=lambda p: (os.stat(p).st_mtime, p))
+    found = []
+    for name in names:
+        if not (name.endswith(ARTIFACT_SUFFIX) and _SHA256.fullmatch(name[: -len(ARTIFACT_SUFFIX)])):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append((info.st_mtime, path))
+    return max(found)[1] if found else None
+
+
+def check_apart(store: str, cache_dir: str) -> None:
+    """``WarmCacheError`` when the store and the cache directory overlap (one is the other or lies in
+    it): a collect would pack the store into itself and a restore's swap would remove the store."""
+    if inside(store, cache_dir) or inside(cache_dir, store):
+        raise WarmCacheError(
+            f"the store {store} and the cache directory {cache_dir} overlap: a restore would swap the store "
+            "away with the cache; keep the store outside the cache directory (and the cache outside the store)"
+        )
 
 
 def _tarinfo(name: str, size: int, mode: int) -> tarfile.TarInfo:
@@ -249,9 +308,10 @@ def pack(
     checked = cache_key(key)
     if not os.path.isdir(root):
         raise WarmCacheError(f"the cache directory {root} does not exist: nothing to collect")
+    check_apart(store, root)
+    directory = key_dir(store, checked["digest"])
     found = scan(root, max_bytes=max_bytes, max_files=max_files)
     manifest = _canonical({"format": FORMAT, "key": checked["fields"], "files": found["files"]})
-    directory = os.path.join(store, checked["digest"])
     os.makedirs(directory, mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".warm-cache.", suffix=".tmp", dir=directory)
     try:
@@ -260,8 +320,22 @@ def pack(
             with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.USTAR_FORMAT) as tar:  # type: ignore[call-overload]
                 tar.addfile(_tarinfo(MANIFEST, len(manifest), 0o644), io.BytesIO(manifest))
                 for entry in found["files"]:
-                    with open(os.path.join(root, entry["path"]), "rb") as member:
-                        tar.addfile(_tarinfo(MEMBER_PREFIX + entry["path"], entry["size"], entry["mode"]), member)
+                    with _open_cache_file(root, entry["path"]) as member:
+                        reader = _HashingReader(member)
+                        try:
+                            tar.addfile(_tarinfo(MEMBER_PREFIX + entry["path"], entry["size"], entry["mode"]), reader)
+                        except OSError as exc:
+                            if exc.errno is not None:
+                                raise
+                            raise WarmCacheError(
+                                f"the cache file {os.path.join(root, entry['path'])} changed while it was packed "
+                                f"({exc}): nothing was written; collect again"
+                            ) from exc
+                        if reader.digest.hexdigest() != entry["sha256"]:
+                            raise WarmCacheError(
+                                f"the cache file {os.path.join(root, entry['path'])} changed while it was packed: "
+                                "nothing was written; collect again"
+                            )
             handle.flush()
             os.fsync(handle.fileno())
         digest = hashing.digest.hexdigest()
@@ -329,18 +403,50 @@ def _check_manifest(manifest: object) -> dict[str, Any]:
             or not _SHA256.fullmatch(sha)
         ):
             raise ArchiveError(f"manifest entry {entry['path']!r} has a bad size, mode or sha256")
+    parents = {path.rsplit("/", maxsplit=depth)[0] for path in seen for depth in range(1, path.count("/") + 1)}
+    clash = sorted(parents & (seen | {MARKER}))
+    if clash:
+        raise ArchiveError(
+            f"the manifest names {clash[0]!r} both a file and a directory (a file below it is listed too): refused"
+        )
     return manifest
 
 
-def _members(path: str, expected_digest: str | None, max_bytes: int) -> Iterator[tuple[dict[str, Any], Any]]:
-    """Yield (manifest, None) first, then (entry, file object) for each member, all checked."""
-    if expected_digest is not None:
-        actual = _sha256_file(path)
-        if actual != expected_digest:
-            raise DigestError(f"the artifact {path} has sha256 {actual}, not {expected_digest}: damaged or replaced")
+def _open_artifact(path: str) -> Any:
+    """The artifact for reading: a regular file, never through a symlink, never blocking (a FIFO or a
+    device planted in the store under an artifact's name is refused, not opened)."""
     try:
-        with tarfile.open(path, mode="r:") as tar:
+        return os.fdopen(open_regular(os.path.dirname(path), os.path.basename(path), "artifact"), "rb")
+    except PathError as exc:
+        raise ArchiveError(f"{exc}: not an artifact of the store ({path})") from exc
+    except IsADirectoryError as exc:
+        raise ArchiveError(f"the artifact {path} is a directory: not an artifact of the store") from exc
+
+
+def _members(
+    path: str, expected_digest: str | None, max_bytes: int, max_files: int = DEFAULT_MAX_FILES
+) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Yield (manifest, None) first, then (entry, file object) for each member, all checked. The
+    artifact is opened once: the bytes hashed are the bytes read."""
+    with _open_artifact(path) as handle:
+        if expected_digest is not None:
+            actual = _sha256_handle(handle)
+            if actual != expected_digest:
+                raise DigestError(
+                    f"the artifact {path} has sha256 {actual}, not {expected_digest}: damaged or replaced"
+                )
+            handle.seek(0)
+        yield from _checked_members(path, handle, max_bytes, max_files)
+
+
+def _checked_members(path: str, handle: Any, max_bytes: int, max_files: int) -> Iterator[tuple[dict[str, Any], Any]]:
+    try:
+        with tarfile.open(fileobj=handle, mode="r:") as tar:
             manifest = _read_manifest(tar, tar.next())
+            if len(manifest["files"]) > max_files:
+                raise TooLargeError(
+                    f"the artifact {path} holds {len(manifest['files'])} files, more than {max_files}: refused"
+                )
             yield manifest, None
             entries = {MEMBER_PREFIX + e["path"]: e for e in manifest["files"]}
             if sum(e["size"] for e in manifest["files"]) > max_bytes:
@@ -394,14 +500,14 @@ def _copy_checked(source: Any, fd: int, entry: dict[str, Any]) -> None:
         raise DigestError(f"the artifact member {entry['path']!r} does not match its sha256: damaged")
 
 
-def verify(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+def verify(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> dict[str, Any]:
     """Check the artifact at ``path`` (named by its digest) completely: manifest, key, digests."""
     digest = os.path.basename(path)[: -len(ARTIFACT_SUFFIX)]
     if not path.endswith(ARTIFACT_SUFFIX) or not _SHA256.fullmatch(digest):
         raise WarmCacheError(f"{path} is not named <sha256>{ARTIFACT_SUFFIX}: not an artifact of the store")
     manifest: dict[str, Any] = {}
     with _tar_errors(path):
-        for entry, source in _members(path, digest, max_bytes):
+        for entry, source in _members(path, digest, max_bytes, max_files):
             if source is None:
                 manifest = entry
                 continue
@@ -421,9 +527,10 @@ def verify(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
 def read_marker(target: str) -> dict[str, Any] | None:
     """What ``restore`` left in ``target`` (digest, key digest), or None."""
     try:
-        with open(os.path.join(target, MARKER), "rb") as handle:
+        # the server's user writes the target: a FIFO there must not block, a link is not followed
+        with os.fdopen(open_regular(target, MARKER, "warm-cache marker"), "rb") as handle:
             marker = json.loads(handle.read(1024 * 1024))
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # PathError is a ValueError
         return None
     return marker if isinstance(marker, dict) else None
 
@@ -434,6 +541,7 @@ def restore(
     key: Mapping[str, Any],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    max_files: int = DEFAULT_MAX_FILES,
     uid: int | None = None,
     gid: int | None = None,
     relocate: bool = False,
@@ -445,7 +553,7 @@ def restore(
     extracted into a temporary directory beside ``target`` first; only a complete, verified copy
     replaces ``target``. Any error leaves ``target`` as it was."""
     expected = cache_key(key)
-    if not os.path.isabs(target) or os.path.normpath(target) != target or target == "/":
+    if not os.path.isabs(target) or os.path.normpath(target) != target or target == "/" or target.startswith("//"):
         raise WarmCacheError(f"the restore target {target!r} must be a normalized absolute path below /")
     if target != expected["fields"]["cache_dir"] and not relocate:
         raise WarmCacheError(
@@ -457,13 +565,18 @@ def restore(
         raise WarmCacheError(f"{path} is not named <sha256>{ARTIFACT_SUFFIX}: not an artifact of the store")
     if os.path.lexists(target) and (os.path.islink(target) or not os.path.isdir(target)):
         raise WarmCacheError(f"the restore target {target} is not a directory: refused, nothing restored")
+    if inside(target, path):
+        raise WarmCacheError(
+            f"the artifact {path} lies inside the restore target {target}: the swap would remove it with the "
+            "old cache; keep the store outside the cache directory. Nothing restored"
+        )
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.warm-cache.", dir=parent)
     count = total = 0
     try:
         with _tar_errors(path):
-            for entry, source in _members(path, digest, max_bytes):
+            for entry, source in _members(path, digest, max_bytes, max_files):
                 if source is None:
                     got = cache_key(entry["key"])
                     if got["digest"] != expected["digest"]:
@@ -522,21 +635,27 @@ def _chown_tree(top: str, uid: int | None, gid: int | None) -> None:
 
 
 def _swap_in(staging: str, target: str) -> None:
-    """Rename ``staging`` to ``target``; an existing ``target`` is renamed aside first and removed after."""
+    """Rename ``staging`` to ``target``; an existing ``target`` is renamed aside first and removed after.
+
+    Whatever stops it (an OS error, an interrupt between the two renames), ``target`` ends whole: the
+    new directory when it was renamed in, else the old one renamed back. The old copy is removed only
+    once a directory is at ``target``."""
     parent = os.path.dirname(target)
-    aside = None
+    aside = old = None
     if os.path.lexists(target):
         if os.path.islink(target) or not os.path.isdir(target):
             raise WarmCacheError(f"the restore target {target} is not a directory: refused, nothing restored")
         aside = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.old.", dir=parent)
-        os.rename(target, os.path.join(aside, "old"))
     try:
+        if aside is not None:
+            old = os.path.join(aside, "old")
+            os.rename(target, old)
         os.rename(staging, target)
-    except OSError:
-        if aside:
-            os.rename(os.path.join(aside, "old"), target)
-            os.rmdir(aside)
+        fsync_dir(parent)
+    except BaseException:
+        if old is not None and os.path.lexists(old) and not os.path.lexists(target):
+            os.rename(old, target)  # the new one never came in: the old one goes back
         raise
-    fsync_dir(parent)
-    if aside:
-        shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        if aside is not None and os.path.lexists(target):
+            shutil.rmtree(aside, ignore_errors=True)
