@@ -149,3 +149,54 @@ def test_left_out_entries_are_listed_and_never_under_the_reserved_skipped_key(tm
     assert rc == 0, collected
     assert "skipped" not in collected
     assert [entry["path"] for entry in collected["left_out"]] == ["link-to-elsewhere"]
+
+
+def test_check_mode_restore_names_a_missing_owner_as_the_real_run_does(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    make_cache(cache)
+    store = tmp_path / "store"
+    args = {"store": str(store), "key": key_for(cache)}
+    assert run_module(dict(args, state="collect"), tmp_path)[0] == 0
+    shutil.rmtree(cache)
+    restore = dict(args, state="restore", owner="no-such-user-gpufleet")
+    for check in (True, False):
+        rc, result = run_module(restore, tmp_path, check=check)
+        assert rc != 0, (check, result)
+        assert "no-such-user-gpufleet" in result["msg"]
+    assert not cache.exists()
+
+
+def test_a_key_directory_planted_as_a_link_out_of_the_store_is_refused_and_the_node_starts_cold(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    make_cache(cache)
+    elsewhere = tmp_path / "elsewhere"
+    rc, collected = run_module({"state": "collect", "store": str(elsewhere), "key": key_for(cache)}, tmp_path)
+    assert rc == 0, collected
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / collected["key_digest"]).symlink_to(elsewhere / collected["key_digest"])
+    args = {"store": str(store), "key": key_for(cache)}
+    before = sorted(p.name for p in (elsewhere / collected["key_digest"]).iterdir())
+    rc, result = run_module(dict(args, state="collect"), tmp_path)
+    assert rc != 0
+    assert collected["key_digest"] in result["msg"]
+    assert sorted(p.name for p in (elsewhere / collected["key_digest"]).iterdir()) == before
+    shutil.rmtree(cache)
+    rc, result = run_module(dict(args, state="restore"), tmp_path)
+    assert (rc, result["changed"], result["action"]) == (0, False, "refused"), result
+    assert "symlink" in result["reason"]
+    assert not cache.exists()
+
+
+def test_a_store_inside_the_cache_directory_fails_naming_both(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    make_cache(cache)
+    for state in ("collect", "restore"):
+        rc, result = run_module({"state": state, "store": str(cache / "warm"), "key": key_for(cache)}, tmp_path)
+        assert rc != 0, result
+        assert "overlap" in result["msg"]
+        assert str(cache / "warm") in result["msg"]
+    assert not (cache / "warm").exists()
