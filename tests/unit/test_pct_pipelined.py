@@ -27,7 +27,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import become_loader
 from ansible_collections.community.proxmox.plugins.connection import proxmox_pct_remote
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.playbook import REPO, run_playbook
 from standins.pct_sshd import PctSshd
@@ -415,3 +415,82 @@ def test_the_inventories_remote_tmp_saves_the_echo_of_home(lab):
     fixed.expect(0)
     assert "changed=1" in fixed.stdout
     assert managed.read_text() == "managed\n"
+
+
+# --- inventory values that reach the host's shell ---------------------------------------------
+
+
+@pytest.mark.parametrize("vmid", [-1, 0, 99, 1_000_000_000, True])
+def test_a_vmid_that_is_not_a_container_id_is_refused_before_any_session(vmid):
+    chan = FakeChannel()
+    conn, transport = connection(chan, proxmox_vmid=vmid)
+    for in_data in (b"print(1)\n", None):
+        # Ansible's int conversion makes True 1 before the plugin sees it
+        with pytest.raises(AnsibleConnectionFailure, match=rf"proxmox_vmid {int(vmid)!r} of 192\.0\.2\.10"):
+            conn.exec_command(PYTHON_CMD, in_data=in_data)
+    assert transport.opened == []
+
+
+def test_a_missing_vmid_is_named():
+    chan = FakeChannel()
+    conn, transport = connection(chan)
+    conn.set_options(var_options={"ansible_host": "192.0.2.10", "ansible_user": "root"})
+    with pytest.raises(AnsibleConnectionFailure, match="proxmox_vmid None"):
+        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
+    assert transport.opened == []
+
+
+@settings(max_examples=40)  # each example loads the plugin's options
+@given(st.one_of(st.integers(), st.text(alphabet="0123456789 -+_;$`x", min_size=1, max_size=12)))
+def test_any_vmid_reaches_the_command_as_digits_of_a_container_id_or_is_refused(vmid):
+    chan = FakeChannel()
+    try:
+        conn, transport = connection(chan, proxmox_vmid=vmid)
+    except AnsibleError:
+        return  # Ansible's own int conversion refused it: nothing can run
+    try:
+        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
+    except AnsibleConnectionFailure as error:
+        assert "proxmox_vmid" in str(error)
+        assert transport.opened == []
+        return
+    token = chan.command.split()[2]
+    assert token.isdigit()
+    assert 100 <= int(token) <= 999_999_999
+
+
+@pytest.mark.parametrize(
+    "method",
+    ["sudo; touch /tmp/pwned", "sudo $(id)", "sudo `id`", "sudo\nid", "sudo | sh", "sudo && id", "'sudo'", ""],
+)
+def test_a_become_method_with_shell_syntax_is_refused_before_any_session(method):
+    chan = FakeChannel()
+    conn, transport = connection(chan, ansible_user="ansible", proxmox_become_method=method)
+    for in_data in (b"print(1)\n", None):
+        with pytest.raises(AnsibleConnectionFailure, match="proxmox_become_method"):
+            conn.exec_command(PYTHON_CMD, in_data=in_data)
+    assert transport.opened == []
+
+
+@pytest.mark.parametrize("method", ["sudo", "/usr/bin/sudo", "doas", "sudo -n", "sudo --preserve-env=HOME"])
+def test_a_plain_become_method_is_used_as_given(method):
+    chan = FakeChannel()
+    conn, _transport = connection(chan, ansible_user="ansible", proxmox_become_method=method)
+    conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
+    assert chan.command == f"{method} /usr/sbin/pct exec 101 -- {PYTHON_CMD}".encode()
+
+
+@settings(max_examples=40)
+@given(st.text(max_size=24))
+def test_any_become_method_is_plain_words_or_refused(method):
+    chan = FakeChannel()
+    conn, transport = connection(chan, ansible_user="ansible", proxmox_become_method=method)
+    try:
+        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
+    except AnsibleConnectionFailure as error:
+        assert "proxmox_become_method" in str(error)
+        assert transport.opened == []
+        return
+    prefix = chan.command.decode()[: -len(f" /usr/sbin/pct exec 101 -- {PYTHON_CMD}")]
+    assert prefix == method
+    assert all(c.isascii() and (c.isalnum() or c in "_./=- ") for c in prefix)
