@@ -23,7 +23,10 @@ description:
     unless the directory already came from that artifact, or holds the node's own caches and O(replace) is
     false. O(state=inspect) reports the key, the stored artifact and the cache directory's origin.
   - A missing artifact, an empty cache directory or one over O(max_bytes) is not an error (action C(none)), nor
-    an artifact that fails its checks (action C(refused), with a warning); the node starts cold.
+    an artifact or a key directory in the store that fails its checks (action C(refused), with a warning); the
+    node starts cold.
+  - The cache is read without following links; a file swapped for a link or rewritten while it is packed fails
+    the collect naming it.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
@@ -80,7 +83,11 @@ options:
         type: str
         required: true
   store:
-    description: The store directory (on a Proxmox host, a host directory bind-mounted into its containers).
+    description:
+      - The store directory (on a Proxmox host, a host directory bind-mounted into its containers).
+      - It must not overlap O(key.cache_dir) (neither inside the other); the module fails naming both.
+      - The key's directory in it must be a directory inside the store (a symlink out of it is refused);
+        only regular files named C(<sha256>.tar) there are artifacts.
     type: path
     required: true
   owner:
@@ -129,7 +136,7 @@ action:
   description: >-
     What was done (or would be, in check mode): C(collected), C(present) (the store already holds it),
     C(restored), C(current) (the cache directory came from this artifact), C(kept) (the node's own caches
-    left alone), C(refused) (an artifact failed its checks: not used), C(none) (nothing to do), C(inspected).
+    left alone), C(refused) (an artifact, or the key's directory in the store, failed its checks: not used), C(none) (nothing to do), C(inspected).
   returned: always
   type: str
   sample: restored
