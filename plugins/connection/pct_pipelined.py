@@ -322,8 +322,9 @@ def checked_become_method(method: object, host: object) -> str:
     """``method`` when it is plain words (a command and its options), else ``AnsibleConnectionFailure``."""
     if not isinstance(method, str) or not BECOME_METHOD_RE.fullmatch(method):
         raise AnsibleConnectionFailure(
-            f"proxmox_become_method {method!r} of {host} is not a command with plain options (letters, digits and "
-            "_ . / = -, words separated by one space): it would reach the Proxmox host's shell as it is; nothing was run"
+            f"proxmox_become_method {method!r} of {host} is not a command with plain options (letters, digits "
+            "and _ . / = -, words separated by one space): it would reach the Proxmox host's shell as it is; "
+            "nothing was run"
         )
     return method
 

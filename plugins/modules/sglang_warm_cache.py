@@ -136,7 +136,8 @@ action:
   description: >-
     What was done (or would be, in check mode): C(collected), C(present) (the store already holds it),
     C(restored), C(current) (the cache directory came from this artifact), C(kept) (the node's own caches
-    left alone), C(refused) (an artifact, or the key's directory in the store, failed its checks: not used), C(none) (nothing to do), C(inspected).
+    left alone), C(refused) (an artifact, or the key's directory in the store, failed its checks: not used),
+    C(none) (nothing to do), C(inspected).
   returned: always
   type: str
   sample: restored

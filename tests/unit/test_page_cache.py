@@ -434,3 +434,58 @@ def test_module_documentation_is_yaml_with_every_option_and_return():
         "meminfo",
     }
     assert set(returned) == set(model_page_cache.nothing("")) - {"changed"}
+
+
+# -- an attacker's review (each passed against the code as it was: recorded as what was tried) -----
+
+
+def test_a_hugging_face_style_link_into_the_stores_blobs_is_refused_too(tmp_path):
+    """A link that stays inside the store (a Hub cache's snapshots/<commit>/x -> ../../blobs/<oid>) is
+    refused like one out of it: the store holds regular files only (docs/model-store.md)."""
+    store = tmp_path / "store"
+    base = make_snapshot(store, {"a.safetensors": b"a" * 100})
+    blobs = store / REPO / "blobs"
+    blobs.mkdir()
+    (blobs / "oid").write_bytes(b"a" * 100)
+    (base / "a.safetensors").unlink()
+    (base / "a.safetensors").symlink_to("../blobs/oid")
+    cut = pc.plan(pc.manifest(str(base), SNAPSHOT), 10**9)
+    with pytest.raises(cp.PathError, match=r"'a\.safetensors' is a symlink"):
+        pc.read_pieces(str(base), list(cut.pieces))
+
+
+def test_a_directory_of_the_snapshot_swapped_for_a_link_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "b.safetensors").write_bytes(b"s" * 100)
+    base = make_snapshot(tmp_path / "store", {"sub/b.safetensors": b"b" * 100})
+    cut = pc.plan(pc.manifest(str(base), SNAPSHOT), 10**9)
+    (base / "sub" / "b.safetensors").unlink()
+    (base / "sub").rmdir()
+    (base / "sub").symlink_to(outside)
+    with pytest.raises(cp.PathError, match="sub is a symlink"):
+        pc.read_pieces(str(base), list(cut.pieces))
+
+
+def test_a_file_that_grows_while_read_is_read_up_to_its_recorded_size(tmp_path):
+    base = make_snapshot(tmp_path / "store", {"a.safetensors": b"a" * 4096})
+    cut = pc.plan(pc.manifest(str(base), SNAPSHOT), 10**9)
+    with open(base / "a.safetensors", "ab") as handle:
+        handle.write(b"more" * 4096)
+    result = pc.read_pieces(str(base), list(cut.pieces), chunk=512)
+    assert (result["bytes_read"], result["problems"]) == (4096, {})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "MemAvailable: 1e9 kB",
+        "MemAvailable: -5 kB",
+        "MemAvailable: 0x10 kB",
+        "MemAvailable: 5 MB",
+        "MemAvailable: \u0661\u0662 kB",  # Arabic-Indic digits: str.isdigit() is true, [0-9] is not
+    ],
+)
+def test_meminfo_numbers_that_are_not_decimal_kb_are_named(line):
+    with pytest.raises(pc.MeminfoError, match="MemAvailable"):
+        pc.mem_available(MEMINFO.replace("MemAvailable:   {} kB", line))

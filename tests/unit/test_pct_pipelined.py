@@ -451,7 +451,8 @@ def test_any_vmid_reaches_the_command_as_digits_of_a_container_id_or_is_refused(
     try:
         conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
     except AnsibleConnectionFailure as error:
-        assert "proxmox_vmid" in str(error)
+        message = str(error)
+        assert "proxmox_vmid" in message
         assert transport.opened == []
         return
     token = chan.command.split()[2]
@@ -488,7 +489,8 @@ def test_any_become_method_is_plain_words_or_refused(method):
     try:
         conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
     except AnsibleConnectionFailure as error:
-        assert "proxmox_become_method" in str(error)
+        message = str(error)
+        assert "proxmox_become_method" in message
         assert transport.opened == []
         return
     prefix = chan.command.decode()[: -len(f" /usr/sbin/pct exec 101 -- {PYTHON_CMD}")]

@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import signal
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -175,7 +176,9 @@ def test_find_artifact_takes_only_a_regular_file_named_by_a_digest(tmp_path_fact
     with deadline():
         found = wc.find_artifact(str(sandbox / "store"), "a" * 64)
     named = re.compile(r"[0-9a-f]{64}\.tar")
-    usable = {n for n, k in planted.items() if k == "empty-file" and named.fullmatch(n)} | ({real.name} if real else set())
+    usable = {n for n, k in planted.items() if k == "empty-file" and named.fullmatch(n)}
+    if real:
+        usable.add(real.name)
     if not usable:
         assert found is None
         return
@@ -252,8 +255,10 @@ def interrupt_rename(monkeypatch, call: int, *, after: bool):
     monkeypatch.setattr(wc.os, "rename", rename)
 
 
-@pytest.mark.parametrize(("call", "after", "new_in_place"), [(1, False, False), (1, True, False), (2, False, False), (2, True, True)])
-def test_an_interrupted_swap_leaves_exactly_one_whole_directory(node, monkeypatch, call, after, new_in_place):  # noqa: PLR0917
+@pytest.mark.parametrize(
+    ("call", "after", "new_in_place"), [(1, False, False), (1, True, False), (2, False, False), (2, True, True)]
+)
+def test_an_interrupted_swap_leaves_exactly_one_whole_directory(node, monkeypatch, call, after, new_in_place):
     packed = wc.pack(str(node["cache"]), str(node["store"]), node["key"])
     for rel in node["files"]:
         (node["cache"] / rel).write_bytes(b"the old cache")
@@ -297,7 +302,8 @@ def test_any_accepted_key_path_is_absolute_with_plain_segments(value):
     try:
         wc.cache_key(key_for(value))
     except wc.KeyFieldError as exc:
-        assert "cache_dir" in str(exc)
+        message = str(exc)
+        assert "cache_dir" in message
         return
     segments = value.split("/")
     assert segments[0] == ""
@@ -358,3 +364,34 @@ def test_more_members_than_the_file_bound_is_refused_before_anything_is_written(
         wc.restore(packed["path"], str(node["cache"]), node["key"], max_files=2)
     assert tree(node["cache"]) == before
     assert sorted(os.listdir(node["cache"].parent)) == ["sglang"]
+
+
+def test_a_member_name_longer_than_a_path_may_be_restores_nothing_and_is_named(node):
+    name = "/".join(["d" * 250] * 20)  # every segment allowed, the whole over PATH_MAX
+    path = hostile(node["store"], node["key"], [(wc.MEMBER_PREFIX + name, "0", b"x")])
+    before = tree(node["cache"])
+    with pytest.raises(wc.ArchiveError, match="longer than"):
+        wc.restore(path, str(node["cache"]), node["key"])
+    assert tree(node["cache"]) == before
+    assert sorted(os.listdir(node["cache"].parent)) == ["sglang"]
+
+
+def test_names_that_differ_only_in_unicode_normalisation_are_refused_as_one_name_twice(node):
+    """On a file system that normalises names (ZFS with normalization=formD, the Proxmox default pool's
+    option) they are one file: the second create would fail half-way through the extraction."""
+    names = [unicodedata.normalize("NFC", "caf\u00e9"), unicodedata.normalize("NFD", "caf\u00e9")]
+    path = hostile(node["store"], node["key"], [(wc.MEMBER_PREFIX + n, "0", n.encode()) for n in names])
+    before = tree(node["cache"])
+    with pytest.raises(wc.ArchiveError, match="twice"):
+        wc.restore(path, str(node["cache"]), node["key"])
+    assert tree(node["cache"]) == before
+
+
+def test_a_cache_file_with_a_name_restore_would_refuse_is_left_out_of_a_collect(node):
+    deep = node["cache"] / "/".join(["d" * 200] * 6)
+    deep.mkdir(parents=True)
+    (deep / "f").write_bytes(b"x")
+    packed = wc.pack(str(node["cache"]), str(node["store"]), node["key"])
+    assert [e["path"].count("/") for e in packed["skipped"]] == [6]
+    assert "longer than" in packed["skipped"][0]["why"]
+    wc.verify(packed["path"])

@@ -43,6 +43,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -67,6 +68,8 @@ ARTIFACT_SUFFIX = ".tar"
 DEFAULT_MAX_BYTES = 16 * 1024**3
 DEFAULT_MAX_FILES = 200_000
 MAX_MANIFEST_BYTES = 64 * 1024**2
+# A member's relative name, in bytes: far below PATH_MAX (4096) with the target's path in front of it.
+MAX_NAME_BYTES = 1024
 _CHUNK = 1024 * 1024
 
 # What makes a cache valid, each with the shape its value must have.
@@ -179,6 +182,17 @@ class _HashingReader:
         return data
 
 
+def _name_why_not(rel: object, what: str) -> str | None:
+    """Why ``rel`` may not name a member (``relative_name``'s rules, and at most MAX_NAME_BYTES)."""
+    try:
+        relative_name(rel, what)
+    except PathError as exc:
+        return str(exc)
+    if len(rel.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:  # type: ignore[union-attr]
+        return f"{what} {rel!r:.80}... is longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
 def _normal_mode(mode: int) -> int:
     return 0o755 if mode & 0o100 else 0o644
 
@@ -200,10 +214,9 @@ def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFA
             if not stat.S_ISREG(info.st_mode):
                 skipped.append({"path": rel, "why": kind_of(info.st_mode)})
                 continue
-            try:
-                relative_name(rel, "cache file")
-            except PathError as exc:
-                skipped.append({"path": rel, "why": str(exc)})
+            why = _name_why_not(rel, "cache file")
+            if why:
+                skipped.append({"path": rel, "why": why})
                 continue
             total += info.st_size
             if total > max_bytes or len(files) >= max_files:
@@ -383,15 +396,20 @@ def _check_manifest(manifest: object) -> dict[str, Any]:
     if not isinstance(files, list):
         raise ArchiveError("the artifact's manifest files must be a list")
     seen: set[str] = set()
+    normalised: set[str] = set()
     for entry in files:
         if not isinstance(entry, dict) or set(entry) != {"path", "size", "mode", "sha256"}:
             raise ArchiveError(f"a manifest entry must have exactly path, size, mode and sha256: {entry!r:.200}")
-        try:
-            relative_name(entry["path"], "artifact member")
-        except PathError as exc:
-            raise ArchiveError(str(exc)) from exc
-        if entry["path"] in seen or entry["path"] == MARKER:
-            raise ArchiveError(f"the manifest names {entry['path']!r} twice or names the marker")
+        why = _name_why_not(entry["path"], "artifact member")
+        if why:
+            raise ArchiveError(why)
+        # names equal once normalised are one file where the file system normalises (ZFS normalization=)
+        normal = unicodedata.normalize("NFC", entry["path"])
+        if normal in normalised or entry["path"] == MARKER:
+            raise ArchiveError(
+                f"the manifest names {entry['path']!r} twice (or as Unicode spellings of one name) or names the marker"
+            )
+        normalised.add(normal)
         seen.add(entry["path"])
         size, mode, sha = entry["size"], entry["mode"], entry["sha256"]
         if (
