@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import signal
+import tarfile
 import unicodedata
 from pathlib import Path
 
@@ -395,3 +396,20 @@ def test_a_cache_file_with_a_name_restore_would_refuse_is_left_out_of_a_collect(
     assert [e["path"].count("/") for e in packed["skipped"]] == [6]
     assert "longer than" in packed["skipped"][0]["why"]
     wc.verify(packed["path"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file another owner")
+def test_a_hard_link_to_another_users_file_is_left_out_of_a_collect(node, tmp_path):
+    """Where fs.protected_hardlinks is 0, the server's user can hard-link a file it does not own
+    (/etc/shadow on the same file system) into its cache; the collect runs as root."""
+    secret = node["cache"].parent / "shadow"
+    secret.write_bytes(b"root:$6$secret")
+    os.chown(secret, 12345, 12345)
+    os.link(secret, node["cache"] / "planted")
+    os.link(node["cache"] / "empty", node["cache"] / "own-hard-link")  # the cache owner's: still copied
+    packed = wc.pack(str(node["cache"]), str(node["store"]), node["key"])
+    assert [s["path"] for s in packed["skipped"]] == ["planted"]
+    assert "hard link" in packed["skipped"][0]["why"]
+    assert b"$6$secret" not in Path(packed["path"]).read_bytes()
+    with tarfile.open(packed["path"]) as tar:
+        assert "files/own-hard-link" in tar.getnames()

@@ -16,19 +16,28 @@ misses), so a cache only ports to nodes with the same paths.
 
 ``pack`` writes a deterministic tar of the directory (sorted names, mtime 0, owner 0, modes
 0644/0755, regular files only: symlinks, devices, FIFOs and sockets are left out and listed,
-hard links are stored as plain copies) with a manifest first (``MANIFEST``: key, then each
-file's relative path, size, mode and sha256). A directory over ``max_bytes`` or ``max_files`` is
+hard links are stored as plain copies, except a hard link to a file of another user than the
+cache directory's owner, which is left out and listed) with a manifest first (``MANIFEST``: key,
+then each file's relative path, size, mode and sha256). Every file is read through
+``confined_path.open_regular`` (nothing below the directory followed) and the bytes packed are
+checked against the sha256 the scan recorded. A directory over ``max_bytes`` or ``max_files`` is
 refused before anything is written. The artifact is written to a temporary file beside its
 destination, fsynced and renamed into place, so the store never holds half an artifact. Its
 name is the sha256 of its bytes (``artifact_path``): the store is content-addressed.
 
-``verify`` checks an artifact's digest, then its manifest and that every member is a regular
-file named in the manifest exactly once, with a plain relative name, the manifest's size and
-sha256; the members' total is bounded. ``restore`` verifies, checks the key against the expected
-one, extracts every member (through ``confined_path.confine``) into a temporary directory beside
-the target, then swaps it into place (the old directory is renamed aside, the new one renamed in,
-the old one removed). A wrong key, a wrong digest or a hostile member restores nothing, leaves the
-old directory as it was and raises a ``WarmCacheError`` saying why.
+``find_artifact`` takes only a regular file named ``<sha256>.tar`` (``lstat``: a planted
+directory, symlink, FIFO or device is passed over) in the key's directory, which ``key_dir``
+confines to the store (``confined_path.confine``). ``verify`` opens the artifact once (without
+following a link, without blocking) and checks its digest, then its manifest and that every member
+is a regular file named in the manifest exactly once, with a plain relative name of at most
+``MAX_NAME_BYTES`` (two names equal once NFC-normalised count as one; a name both a file and a
+directory is refused), the manifest's size and sha256; the members' total and count are bounded.
+``restore`` verifies, checks the key against the expected one, extracts every member (through
+``confined_path.confine``) into a temporary directory beside the target, then swaps it into place
+(the old directory is renamed aside, the new one renamed in, the old one removed; an error or an
+interrupt between the renames puts the old one back). A wrong key, a wrong digest or a hostile
+member restores nothing, leaves the old directory as it was and raises a ``WarmCacheError`` saying
+why. ``check_apart`` refuses a store and a cache directory that overlap.
 """
 
 from __future__ import annotations
@@ -203,6 +212,7 @@ def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFA
     files: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     total = 0
+    owner = os.stat(root).st_uid
     for here, dirs, names in os.walk(root, followlinks=False):
         dirs.sort()
         rel_here = os.path.relpath(here, root)
@@ -213,6 +223,13 @@ def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFA
             info = os.lstat(os.path.join(here, name))
             if not stat.S_ISREG(info.st_mode):
                 skipped.append({"path": rel, "why": kind_of(info.st_mode)})
+                continue
+            if info.st_nlink > 1 and info.st_uid != owner:
+                # where fs.protected_hardlinks is 0 the server's user may link a file it does not own
+                # (/etc/shadow) into its cache: the collect, run as root, would pack it for every node
+                skipped.append(
+                    {"path": rel, "why": f"a hard link to a file of uid {info.st_uid}, not the cache's owner"}
+                )
                 continue
             why = _name_why_not(rel, "cache file")
             if why:
