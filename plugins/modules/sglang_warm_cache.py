@@ -199,7 +199,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.warm_cache 
     WarmCacheError,
     cache_key,
     check_apart,
-    find_artifact,
+    find_artifacts,
     pack,
     read_marker,
     restore,
@@ -218,27 +218,41 @@ def _has_files(directory: str) -> bool:
     return False
 
 
-def _stored(store: str, key_digest: str, max_bytes: int) -> tuple[dict | None, str]:
-    """The verified artifact of the key in the store, or None and why not."""
+# artifacts of one key tried, newest first: one damaged (or planted with an mtime in the future)
+# must not shadow a good one, and a store full of planted ones must not make every run verify them all
+MAX_CANDIDATES = 4
+
+
+def _stored(module: AnsibleModule, key_digest: str, max_bytes: int) -> tuple[dict | None, str]:
+    """The newest verified artifact of the key in the store, or None and why not. Each newer
+    artifact that fails its checks is a warning."""
+    store = module.params["store"]
     try:
-        path = find_artifact(store, key_digest)
+        paths = find_artifacts(store, key_digest)
     except WarmCacheError as exc:
         return None, f"the store's entry for this key failed its checks ({exc}): not used"
-    if path is None:
+    if not paths:
         return None, f"the store {store} holds no artifact for this key"
-    try:
-        checked = verify(path, max_bytes=max_bytes)
-    except WarmCacheError as exc:
-        return None, f"the stored artifact {path} failed its checks ({exc}): not used"
-    if checked["key"]["digest"] != key_digest:
-        return None, f"the stored artifact {path} was built for another key: not used"
-    return dict(checked, path=path), ""
+    refused = []
+    for path in paths[:MAX_CANDIDATES]:
+        try:
+            checked = verify(path, max_bytes=max_bytes)
+        except WarmCacheError as exc:
+            refused.append(f"the stored artifact {path} failed its checks ({exc}): not used")
+            continue
+        if checked["key"]["digest"] != key_digest:
+            refused.append(f"the stored artifact {path} was built for another key: not used")
+            continue
+        for why in refused:
+            module.warn(f"{why}; an older one of this key is used")
+        return dict(checked, path=path), ""
+    return None, "; ".join(refused)
 
 
 def _collect(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
     root, max_bytes = key["fields"]["cache_dir"], params["max_bytes"]
-    found, why_not = _stored(params["store"], key["digest"], max_bytes)
+    found, why_not = _stored(module, key["digest"], max_bytes)
     if found:
         result.update(action="present", reason="the store already holds a verified artifact for this key")
         result.update(artifact=found["path"], digest=found["digest"], files=found["files"], bytes=found["bytes"])
@@ -279,7 +293,7 @@ def _ids(module: AnsibleModule) -> tuple[int | None, int | None]:
 def _restore(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
     target, max_bytes = key["fields"]["cache_dir"], params["max_bytes"]
-    found, why_not = _stored(params["store"], key["digest"], max_bytes)
+    found, why_not = _stored(module, key["digest"], max_bytes)
     if not found:
         action = "refused" if "not used" in why_not else "none"
         if action == "refused":
@@ -305,7 +319,7 @@ def _restore(module: AnsibleModule, key: dict, result: dict) -> None:
 
 def _inspect(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
-    found, why_not = _stored(params["store"], key["digest"], params["max_bytes"])
+    found, why_not = _stored(module, key["digest"], params["max_bytes"])
     marker = read_marker(key["fields"]["cache_dir"]) or {}
     origin = f"; {key['fields']['cache_dir']} came from artifact {marker.get('digest')}" if marker else ""
     if found:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -200,3 +202,28 @@ def test_a_store_inside_the_cache_directory_fails_naming_both(tmp_path):
         assert "overlap" in result["msg"]
         assert str(cache / "warm") in result["msg"]
     assert not (cache / "warm").exists()
+
+
+def test_a_broken_artifact_planted_newest_does_not_shadow_a_good_one(tmp_path):
+    """A node that plants a damaged artifact with an mtime in the future must not keep every restore
+    (and every collect, which finds its own new artifact older) refused for good."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    files = make_cache(cache)
+    store = tmp_path / "store"
+    args = {"store": str(store), "key": key_for(cache)}
+    rc, collected = run_module(dict(args, state="collect"), tmp_path)
+    assert rc == 0, collected
+    junk = b"not a tar"
+    planted = Path(collected["artifact"]).with_name(hashlib.sha256(junk).hexdigest() + ".tar")
+    planted.write_bytes(junk)
+    os.utime(planted, (4102444800, 4102444800))  # 2100-01-01
+    shutil.rmtree(cache)
+    rc, restored = run_module(dict(args, state="restore"), tmp_path)
+    assert (rc, restored["action"], restored["digest"]) == (0, "restored", collected["digest"]), restored
+    assert planted.name in json.dumps(restored["warnings"])
+    on_disk = tree(cache)
+    on_disk.pop(".gpufleet-warm-cache.json")
+    assert on_disk == files
+    rc, again = run_module(dict(args, state="collect"), tmp_path)
+    assert (rc, again["action"], again["digest"]) == (0, "present", collected["digest"]), again

@@ -271,15 +271,15 @@ def key_dir(store: str, key_digest: str) -> str:
     return directory
 
 
-def find_artifact(store: str, key_digest: str) -> str | None:
-    """The artifact stored for ``key_digest`` (the newest if several), or None. Only a regular file
-    named ``<sha256>.tar`` counts: a planted directory, symlink, FIFO or device is passed over, never
+def find_artifacts(store: str, key_digest: str) -> list[str]:
+    """The artifacts stored for ``key_digest``, newest first. Only a regular file named
+    ``<sha256>.tar`` counts: a planted directory, symlink, FIFO or device is passed over, never
     opened (``lstat`` only)."""
     directory = key_dir(store, key_digest)
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return None
+        return []
     found = []
     for name in names:
         if not (name.endswith(ARTIFACT_SUFFIX) and _SHA256.fullmatch(name[: -len(ARTIFACT_SUFFIX)])):
@@ -291,7 +291,13 @@ def find_artifact(store: str, key_digest: str) -> str | None:
             continue
         if stat.S_ISREG(info.st_mode):
             found.append((info.st_mtime, path))
-    return max(found)[1] if found else None
+    return [path for _mtime, path in sorted(found, reverse=True)]
+
+
+def find_artifact(store: str, key_digest: str) -> str | None:
+    """The newest artifact stored for ``key_digest`` (``find_artifacts``), or None."""
+    found = find_artifacts(store, key_digest)
+    return found[0] if found else None
 
 
 def check_apart(store: str, cache_dir: str) -> None:
