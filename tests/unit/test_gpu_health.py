@@ -13,15 +13,13 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from lib.gpu_health import FIX, LOGS, PROFILES, STANDIN, VARIANTS, module_args, read, run_gpu_health
+from lib.nvidia import FIX, LOGS, PROFILES, STANDIN, VARIANTS, module_args, read, run_gpu_health, run_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
     DEFAULTS,
@@ -560,21 +558,14 @@ def test_variant_files_are_what_build_py_writes():
     assert stale == []
 
 
-def standin(profile: str, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", ""), "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILES / f"{profile}.json")}
-    return subprocess.run(
-        [sys.executable, str(STANDIN), *args], env=env, capture_output=True, text=True, timeout=30, check=False
-    )
-
-
 @pytest.mark.parametrize("variant", sorted(BUILD.VARIANTS))
 def test_standin_serves_each_variant(variant):
-    assert standin(f"rtxpro6000-8gpu-{variant}", "-q", "-x").stdout == read(VARIANTS / f"{variant}.xml")
+    assert run_standin("-q", "-x", profile=f"rtxpro6000-8gpu-{variant}").stdout == read(VARIANTS / f"{variant}.xml")
 
 
 def test_standin_serves_the_real_h200_capture_and_drops_absent_gpus():
-    assert standin("h200-580", "-q", "-x").stdout == read(H200_XML)
-    listed = standin("rtxpro6000-8gpu-missing-gpu", "-L").stdout
+    assert run_standin("-q", "-x", profile="h200-580").stdout == read(H200_XML)
+    listed = run_standin("-L", profile="rtxpro6000-8gpu-missing-gpu").stdout
     assert "GPU-1b6d93a4" not in listed
     assert listed.count("\n") == 7
 
@@ -582,7 +573,7 @@ def test_standin_serves_the_real_h200_capture_and_drops_absent_gpus():
 def test_standin_without_q_xml_says_so(tmp_path):
     profile = json.loads(read(PROFILES / "rtxpro6000-570.json"))
     assert "q_xml" not in profile
-    result = standin("rtxpro6000-570", "-q", "-x")
+    result = run_standin("-q", "-x", profile="rtxpro6000-570")
     assert result.returncode == 2
     assert 'needs a profile naming "q_xml"' in result.stdout
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from lib.gpu_health import FIX, LOGS, VARIANTS, module_args, read, run_gpu_health
+from lib.nvidia import FIX, LOGS, VARIANTS, module_args, read, run_gpu_health
 from lib.prometheus import parse, unescape
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import FileWriteError

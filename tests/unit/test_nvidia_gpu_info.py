@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 from lib.module import run_module as run_module_at
+from lib.nvidia import FIX, PROFILES, STANDIN, profile_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "plugins/modules/nvidia_gpu_info.py"
-STANDIN = ROOT / "tests/standins/nvidia-smi"
-PROFILES = ROOT / "tests/standins/nvidia/profiles"
-FIX = ROOT / "tests/unit/fixtures/nvidia"
 
 
 @pytest.fixture
@@ -38,8 +36,7 @@ def dev_dir(tmp_path: Path) -> Path:
 
 
 def run_module(tmp_path: Path, args: dict, profile: Path | str = "rtxpro6000-8gpu") -> tuple[int, dict]:
-    profile_path = profile if isinstance(profile, Path) else PROFILES / f"{profile}.json"
-    return run_module_at(MODULE, args, tmp_path, env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile_path)})
+    return run_module_at(MODULE, args, tmp_path, env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile_file(profile))})
 
 
 def base_args(dev: Path, variant: str = "rtxpro6000-8gpu", **extra) -> dict:
