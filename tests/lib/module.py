@@ -2,27 +2,96 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run one module of plugins/modules as Ansible runs it: a process given an args file, its result JSON
-on stdout. The collection's module_utils come from collections/ (the checkout's symlink)."""
+on stdout. The collection's module_utils come from collections/ (the checkout's symlink).
+
+- :func:`run_module`: the module's exit status and result. A test adds only what its case needs:
+  ``check`` (check mode), ``env`` (its own variables over the caller's environment), ``fsize``
+  (RLIMIT_FSIZE in the module's process: a write that fails half-way), ``wrap`` (the command line
+  that runs the module's argv: a private mount namespace, dropped capabilities).
+- :func:`in_mount_namespace`: a ``wrap`` that runs a shell ``setup`` first in a private mount
+  namespace (``unshare --mount``): a read-only bind mount, a tiny tmpfs.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from lib.playbook import REPO
+import pytest
+from lib.playbook import DEFAULT_TIMEOUT_S, REPO, tail
+
+Wrap = Callable[[list[str]], list[str]]
 
 
-def run_module(module: Path, args: dict, workdir: Path, *, check: bool = False) -> tuple[int, dict]:
-    """The module's exit status and result; a traceback anywhere in its output fails the test."""
+def run_module(
+    module: Path,
+    args: dict,
+    workdir: Path,
+    *,
+    check: bool = False,
+    env: Mapping[str, str] | None = None,
+    fsize: int | None = None,
+    wrap: Wrap | None = None,
+) -> tuple[int, dict]:
+    """The module's exit status and result, run on ``workdir/args.json``.
+
+    A traceback anywhere in its output, a stdout that is not one JSON result, or a run past
+    ``DEFAULT_TIMEOUT_S`` fails the test with the tail of the output.
+    """
     args_file = workdir / "args.json"
     module_args = dict(args, _ansible_check_mode=True) if check else dict(args)
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    proc = subprocess.run(
-        [sys.executable, str(module), str(args_file)], check=False, capture_output=True, text=True, env=env
-    )
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}), encoding="utf-8")
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    environ.update(env or {})
+    argv = [sys.executable, str(module), str(args_file)]
+    if wrap is not None:
+        argv = wrap(argv)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    try:
+        proc = subprocess.run(
+            argv,
+            check=False,
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=DEFAULT_TIMEOUT_S,
+            preexec_fn=None if fsize is None else limit,
+        )
+    except subprocess.TimeoutExpired as expired:
+        output = [
+            text.decode(errors="replace") if isinstance(text, bytes) else text or ""
+            for text in (expired.stdout, expired.stderr)
+        ]
+        pytest.fail(f"{shlex.join(argv)}\nran past {DEFAULT_TIMEOUT_S:g} s:\n{tail(*output)}", pytrace=False)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(
+            f"{shlex.join(argv)}\nexited {proc.returncode} with no JSON result:\n{tail(proc.stdout, proc.stderr)}",
+            pytrace=False,
+        )
+    return proc.returncode, result
+
+
+def in_mount_namespace(setup: str, *, exec_module: bool = True) -> Wrap:
+    """A ``wrap`` for :func:`run_module`: ``sh -ec setup`` in a private mount namespace, then the module.
+
+    The shell execs the module; with ``exec_module=False`` it runs it as its child instead, so that
+    an EXIT trap of ``setup`` runs after the module (exec would drop the trap).
+    """
+
+    def wrap(argv: list[str]) -> list[str]:
+        run = f"exec {shlex.join(argv)}" if exec_module else shlex.join(argv)
+        return ["unshare", "--mount", "sh", "-ec", f"{setup}; {run}"]
+
+    return wrap

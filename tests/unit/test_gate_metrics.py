@@ -8,11 +8,8 @@ label values escaped, written atomically, changed only when the state changed.""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,7 +17,8 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from unit.test_gpu_health_metrics import parse
+from lib.module import run_module as run_module_at
+from lib.prometheus import parse
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import make_key, run_record
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.metrics import (
@@ -194,14 +192,7 @@ def test_any_record_renders_a_valid_file_or_a_named_error(change: dict, toleranc
 
 
 def run_module(tmp_path: Path, args: dict) -> tuple[int, dict]:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO / "collections")}
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    return run_module_at(MODULE, args, tmp_path)
 
 
 def test_module_writes_the_file_and_reports_a_change_only_of_the_state(tmp_path: Path) -> None:

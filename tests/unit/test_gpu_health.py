@@ -13,14 +13,13 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.nvidia import FIX, LOGS, PROFILES, STANDIN, VARIANTS, module_args, read, run_gpu_health, run_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
     DEFAULTS,
@@ -46,18 +45,8 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import 
 from ansible_collections.gpufleet.sglang.plugins.modules import gpu_health as module
 
 ROOT = Path(__file__).resolve().parents[2]
-FIX = ROOT / "tests/unit/fixtures/nvidia"
 H200_XML = FIX / "h200-580/nvidia-smi-q.xml"
-VARIANTS = FIX / "rtxpro6000-health"
-LOGS = FIX / "kernel-log"
-MODULE = ROOT / "plugins/modules/gpu_health.py"
-STANDIN = ROOT / "tests/standins/nvidia-smi"
-PROFILES = ROOT / "tests/standins/nvidia/profiles"
 LEVELS = ("healthy", "degraded", "failed")
-
-
-def read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
 
 
 def load_build():
@@ -569,21 +558,14 @@ def test_variant_files_are_what_build_py_writes():
     assert stale == []
 
 
-def standin(profile: str, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", ""), "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILES / f"{profile}.json")}
-    return subprocess.run(
-        [sys.executable, str(STANDIN), *args], env=env, capture_output=True, text=True, timeout=30, check=False
-    )
-
-
 @pytest.mark.parametrize("variant", sorted(BUILD.VARIANTS))
 def test_standin_serves_each_variant(variant):
-    assert standin(f"rtxpro6000-8gpu-{variant}", "-q", "-x").stdout == read(VARIANTS / f"{variant}.xml")
+    assert run_standin("-q", "-x", profile=f"rtxpro6000-8gpu-{variant}").stdout == read(VARIANTS / f"{variant}.xml")
 
 
 def test_standin_serves_the_real_h200_capture_and_drops_absent_gpus():
-    assert standin("h200-580", "-q", "-x").stdout == read(H200_XML)
-    listed = standin("rtxpro6000-8gpu-missing-gpu", "-L").stdout
+    assert run_standin("-q", "-x", profile="h200-580").stdout == read(H200_XML)
+    listed = run_standin("-L", profile="rtxpro6000-8gpu-missing-gpu").stdout
     assert "GPU-1b6d93a4" not in listed
     assert listed.count("\n") == 7
 
@@ -591,7 +573,7 @@ def test_standin_serves_the_real_h200_capture_and_drops_absent_gpus():
 def test_standin_without_q_xml_says_so(tmp_path):
     profile = json.loads(read(PROFILES / "rtxpro6000-570.json"))
     assert "q_xml" not in profile
-    result = standin("rtxpro6000-570", "-q", "-x")
+    result = run_standin("-q", "-x", profile="rtxpro6000-570")
     assert result.returncode == 2
     assert 'needs a profile naming "q_xml"' in result.stdout
 
@@ -599,28 +581,9 @@ def test_standin_without_q_xml_says_so(tmp_path):
 # --------------------------------------------------------------------------- the module as Ansible runs it
 
 
-def run_module(tmp_path: Path, args: dict, profile: str = "h200-580") -> tuple[int, dict]:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT / "collections"),
-        "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILES / f"{profile}.json"),
-    }
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
-
-
-def module_args(log: str = "journal-clean.txt", **extra) -> dict:
-    return {"nvidia_smi_path": str(STANDIN), "kernel_log": "file", "kernel_log_path": str(LOGS / log), **extra}
-
-
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_module_real_h200_healthy(tmp_path, check_mode):
-    rc, result = run_module(tmp_path, module_args(expected_gpu_count=1, _ansible_check_mode=check_mode))
+    rc, result = run_gpu_health(tmp_path, module_args(expected_gpu_count=1, _ansible_check_mode=check_mode))
     assert rc == 0, result
     assert (result["changed"], result["verdict"], result["gpu_count"]) == (False, "healthy", 1)
     assert result["gpus"][0]["uuid"] == "GPU-4b715da6-802e-b031-afc0-ccbc02cb5c16"
@@ -630,33 +593,33 @@ def test_module_real_h200_healthy(tmp_path, check_mode):
 
 def test_module_missing_gpu_fails_the_task_with_fail_on(tmp_path):
     args = module_args("journal-xid79-gpu-lost.txt", expected_gpu_count=8, fail_on="failed")
-    rc, result = run_module(tmp_path, args, profile="rtxpro6000-8gpu-missing-gpu")
+    rc, result = run_gpu_health(tmp_path, args, profile="rtxpro6000-8gpu-missing-gpu")
     assert rc == 1
     assert result["failed"] is True
     assert result["msg"].startswith("GPU health: failed: 7 of 8 expected GPUs present; xid 79")
     assert result["xid_events"][0]["pci"] == "0000:81:00"
-    rc, result = run_module(tmp_path, {**args, "fail_on": "none"}, profile="rtxpro6000-8gpu-missing-gpu")
+    rc, result = run_gpu_health(tmp_path, {**args, "fail_on": "none"}, profile="rtxpro6000-8gpu-missing-gpu")
     assert rc == 0
     assert result["level"] == "failed"
 
 
 def test_module_degraded_passes_fail_on_failed(tmp_path):
-    rc, result = run_module(tmp_path, module_args(fail_on="failed"), profile="rtxpro6000-8gpu-link-x8-gen3")
+    rc, result = run_gpu_health(tmp_path, module_args(fail_on="failed"), profile="rtxpro6000-8gpu-link-x8-gen3")
     assert rc == 0
     assert result["verdict"] == "degraded: gpu 3: PCIe link Gen3 x8 (max Gen5 x16)"
-    rc, result = run_module(tmp_path, module_args(fail_on="degraded"), profile="rtxpro6000-8gpu-link-x8-gen3")
+    rc, result = run_gpu_health(tmp_path, module_args(fail_on="degraded"), profile="rtxpro6000-8gpu-link-x8-gen3")
     assert rc == 1
     assert result["msg"] == "GPU health: degraded: gpu 3: PCIe link Gen3 x8 (max Gen5 x16)"
 
 
 def test_module_without_nvidia_smi_reports_failed(tmp_path):
-    rc, result = run_module(tmp_path, module_args(nvidia_smi_path=str(tmp_path / "nvidia-smi")))
+    rc, result = run_gpu_health(tmp_path, module_args(nvidia_smi_path=str(tmp_path / "nvidia-smi")))
     assert rc == 0
     assert result["verdict"] == f"failed: nvidia-smi not found at {tmp_path / 'nvidia-smi'}"
 
 
 def test_module_unreadable_kernel_log_is_degraded(tmp_path):
-    rc, result = run_module(tmp_path, module_args(kernel_log_path=str(tmp_path / "absent.log")))
+    rc, result = run_gpu_health(tmp_path, module_args(kernel_log_path=str(tmp_path / "absent.log")))
     assert rc == 0
     assert result["verdict"].startswith("degraded: kernel log not read: cannot read ")
 
@@ -671,7 +634,7 @@ def test_module_unreadable_kernel_log_is_degraded(tmp_path):
     ],
 )
 def test_module_option_errors(tmp_path, args, message):
-    rc, result = run_module(tmp_path, {"nvidia_smi_path": str(STANDIN), **args})
+    rc, result = run_gpu_health(tmp_path, {"nvidia_smi_path": str(STANDIN), **args})
     assert rc == 1
     assert message in result["msg"]
 
@@ -782,21 +745,7 @@ def test_module_in_a_container_journal_is_degraded_not_healthy(tmp_path):
     journalctl.chmod(0o755)
     args = {"nvidia_smi_path": str(STANDIN), "expected_gpu_count": 1}
     env_path = f"{tmp_path}:{os.environ.get('PATH', '')}"
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)],
-        env={
-            "PATH": env_path,
-            "PYTHONPATH": str(ROOT / "collections"),
-            "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILES / "h200-580.json"),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    result = json.loads(proc.stdout)
+    _rc, result = run_gpu_health(tmp_path, args, env={"PATH": env_path})
     assert result["level"] == "degraded", result
     assert result["verdict"].startswith("degraded: kernel log not read: journalctl -k shows no kernel message")
 
@@ -808,7 +757,7 @@ def _xid(pci: str, code: int = 79) -> str:
 def test_host_log_xids_of_other_guests_gpus_are_counted_not_judged(tmp_path):
     # the H200 capture lists one GPU, 0000:1b:00; the host's log also has another guest's GPU
     other = _xid("0000:c1:00")
-    rc, result = run_module(
+    rc, result = run_gpu_health(
         tmp_path,
         {"nvidia_smi_path": str(STANDIN), "kernel_log": "text", "kernel_log_text": other, "kernel_log_scope": "host"},
     )
@@ -816,14 +765,16 @@ def test_host_log_xids_of_other_guests_gpus_are_counted_not_judged(tmp_path):
     assert (result["verdict"], result["xid_other_gpus"], result["xid_events"]) == ("healthy", 1, [])
     assert result["kernel_log"]["scope"] == "host"
     # the same line in the node's own log: its GPU fell off the bus
-    rc, result = run_module(tmp_path, {"nvidia_smi_path": str(STANDIN), "kernel_log": "text", "kernel_log_text": other})
+    rc, result = run_gpu_health(
+        tmp_path, {"nvidia_smi_path": str(STANDIN), "kernel_log": "text", "kernel_log_text": other}
+    )
     assert result["level"] == "failed"
     assert result["xid_other_gpus"] == 0
 
 
 def test_host_log_xid_of_this_nodes_gpu_fails_it(tmp_path):
     own = _xid(pci_key(parse_smi_xml(read(H200_XML))["gpus"][0]["pci_bus_id"]))
-    rc, result = run_module(
+    rc, result = run_gpu_health(
         tmp_path,
         {"nvidia_smi_path": str(STANDIN), "kernel_log": "text", "kernel_log_text": own, "kernel_log_scope": "host"},
     )
@@ -833,7 +784,7 @@ def test_host_log_xid_of_this_nodes_gpu_fails_it(tmp_path):
 
 
 def test_a_host_log_that_could_not_be_read_is_degraded(tmp_path):
-    rc, result = run_module(
+    rc, result = run_gpu_health(
         tmp_path,
         {"nvidia_smi_path": str(STANDIN), "kernel_log": "text", "kernel_log_problem": "pve1: journalctl exited 1"},
     )

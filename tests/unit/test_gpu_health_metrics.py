@@ -3,9 +3,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The GPU health textfile (module_utils/nvidia/gpu_health_metrics.py, gpu_health's textfile option).
 
-The renderings are read back with a parser of the text exposition format written here from the
-format's definition (Prometheus, "Exposition formats": label values escape backslash, double quote
-and line feed), so a value that could end a label or a line early shows as a wrong read-back.
+The renderings are read back with tests/lib/prometheus.py, a parser of the text exposition format
+written from the format's definition (Prometheus, "Exposition formats": label values escape
+backslash, double quote and line feed), so a value that could end a label or a line early shows as a
+wrong read-back.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from unit.test_gpu_health import FIX, LOGS, VARIANTS, module_args, read, run_module
+from lib.nvidia import FIX, LOGS, VARIANTS, module_args, read, run_gpu_health
+from lib.prometheus import parse, unescape
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import FileWriteError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia import gpu_health_metrics
@@ -36,38 +38,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health_
 from ansible_collections.gpufleet.sglang.plugins.modules import gpu_health as module
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?P<labels>\{.*\})? (?P<value>\S+)$")
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
-
-
-def unescape(text: str) -> str:
-    return re.sub(r"\\([\\\"n])", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
-
-
-def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """The samples of a text-format file; AssertionError on a line the format does not allow."""
-    assert text.endswith("\n")
-    samples, typed = [], set()
-    for line in text.split("\n")[:-1]:
-        if line.startswith("# HELP ") or line.startswith("# TYPE "):
-            parts = line.split(" ", 3)
-            if parts[1] == "TYPE":
-                assert parts[3] == "gauge"
-                typed.add(parts[2])
-            continue
-        match = SAMPLE.match(line)
-        assert match, line
-        labels: dict[str, str] = {}
-        body = (match.group("labels") or "{}")[1:-1]
-        pos = 0
-        while pos < len(body):
-            label = LABEL.match(body, pos)
-            assert label, (line, pos)
-            labels[label.group(1)] = unescape(label.group(2))
-            pos = label.end()
-        assert match.group("name") in typed
-        samples.append((match.group("name"), labels, float(match.group("value"))))
-    return samples
 
 
 def utf8(text: str) -> str:
@@ -237,7 +207,7 @@ def test_write_textfile_names_a_failed_write_and_keeps_the_old_file(tmp_path, mo
 def test_module_writes_the_textfile_and_fails_after_writing(tmp_path):
     prom = tmp_path / "gpufleet_gpu_health.prom"
     args = module_args("journal-xid79-gpu-lost.txt", expected_gpu_count=8, fail_on="failed", textfile=str(prom))
-    rc, result = run_module(tmp_path, args, profile="rtxpro6000-8gpu-missing-gpu")
+    rc, result = run_gpu_health(tmp_path, args, profile="rtxpro6000-8gpu-missing-gpu")
     assert rc == 1
     assert result["msg"].startswith("GPU health: failed: 7 of 8 expected GPUs present")
     assert result["textfile"] == {"path": str(prom), "written": True}
@@ -248,15 +218,15 @@ def test_module_writes_the_textfile_and_fails_after_writing(tmp_path):
 def test_module_textfile_unchanged_on_the_same_verdict_and_untouched_in_check_mode(tmp_path):
     prom = tmp_path / "h.prom"
     args = module_args(textfile=str(prom))
-    assert run_module(tmp_path, {**args, "_ansible_check_mode": True})[1]["textfile"]["written"] is False
+    assert run_gpu_health(tmp_path, {**args, "_ansible_check_mode": True})[1]["textfile"]["written"] is False
     assert not prom.exists()
-    assert run_module(tmp_path, args)[1]["changed"] is True
-    rc, again = run_module(tmp_path, args)
+    assert run_gpu_health(tmp_path, args)[1]["changed"] is True
+    rc, again = run_gpu_health(tmp_path, args)
     assert (rc, again["changed"]) == (0, False)
 
 
 def test_module_textfile_error_names_the_fix(tmp_path):
-    rc, result = run_module(tmp_path, module_args(textfile=str(tmp_path / "nowhere/h.prom")))
+    rc, result = run_gpu_health(tmp_path, module_args(textfile=str(tmp_path / "nowhere/h.prom")))
     assert rc == 1
     assert "the textfile was not written" in result["msg"]
     assert "does not exist (create it" in result["msg"]

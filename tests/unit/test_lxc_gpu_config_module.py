@@ -13,15 +13,13 @@ directory of another user with CAP_DAC_OVERRIDE dropped (``setpriv``).
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lib.module import Wrap, in_mount_namespace
+from lib.module import run_module as run_module_at
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "lxc_gpu_config.py"
@@ -56,22 +54,14 @@ def dev_dir(tmp_path: Path) -> Path:
     return dev
 
 
-def run_module(args: dict, workdir: Path, *, wrap: str = "", fsize: int | None = None) -> tuple[int, dict]:
-    """Run the module; ``wrap`` is a shell prefix run in a private mount namespace first."""
-    args_file = workdir / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    argv = [sys.executable, str(MODULE), str(args_file)]
-    if wrap:
-        argv = ["unshare", "--mount", "sh", "-ec", f"{wrap}; exec {shlex.join(argv)}"]
+def run_module(args: dict, workdir: Path, *, wrap: Wrap | None = None, fsize: int | None = None) -> tuple[int, dict]:
+    """Run the module; ``wrap``: the command line around it (:func:`lib.module.in_mount_namespace`)."""
+    return run_module_at(MODULE, args, workdir, wrap=wrap, fsize=fsize)
 
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, preexec_fn=limit)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+def without_dac_override(argv: list[str]) -> list[str]:
+    """A ``wrap``: root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (``setpriv``)."""
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
 
 
 def args_for(conf: Path, dev: Path, **more: object) -> dict:
@@ -255,10 +245,10 @@ def test_read_only_file_system_fails_naming_the_path(tmp_path, dev_dir):
     conf = ct / "101.conf"
     conf.write_text(BASE_PVE)
     before = conf.read_bytes()
-    wrap = (
+    setup = (
         f"mount --bind {shlex.quote(str(ct))} {shlex.quote(str(ct))}; mount -o remount,ro,bind {shlex.quote(str(ct))}"
     )
-    rc, result = run_module(args_for(conf, dev_dir), tmp_path, wrap=wrap)
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path, wrap=in_mount_namespace(setup))
     assert rc != 0
     assert f"cannot write {conf}: Read-only file system" in result["msg"]
     assert "the config was left as it was" in result["msg"]
@@ -272,7 +262,7 @@ def test_full_disk_fails_and_leaves_no_temp_file(tmp_path, dev_dir):
     ct.mkdir()
     conf = ct / "101.conf"
     # Fill a 12 KiB tmpfs to within a few bytes of full, then the merged config does not fit.
-    wrap = (
+    setup = (
         f"mount -t tmpfs -o size=12k tmpfs {shlex.quote(str(ct))}; "
         f"printf %s {shlex.quote(BASE_PVE)} > {shlex.quote(str(conf))}; "
         f"head -c 8100 /dev/zero > {shlex.quote(str(ct / 'filler'))} || true; "
@@ -281,19 +271,8 @@ def test_full_disk_fails_and_leaves_no_temp_file(tmp_path, dev_dir):
         f"cp {shlex.quote(str(conf))} {shlex.quote(str(tmp_path / 'after.conf'))}' EXIT"
     )
     # exec would drop the trap, so run the module as a child of the shell here
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args_for(conf, dev_dir)}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    proc = subprocess.run(
-        ["unshare", "--mount", "sh", "-ec", f"{wrap}; {shlex.join([sys.executable, str(MODULE), str(args_file)])}"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr
-    result = json.loads(proc.stdout)
-    assert proc.returncode != 0
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path, wrap=in_mount_namespace(setup, exec_module=False))
+    assert rc != 0
     assert f"cannot write {conf}: No space left on device" in result["msg"]
     assert (tmp_path / "after.conf").read_bytes() == (tmp_path / "seen.conf").read_bytes() == BASE_PVE.encode()
     assert (tmp_path / "after.txt").read_text().split() == ["101.conf", "filler"]
@@ -307,19 +286,8 @@ def test_permission_denied_fails_naming_the_path(tmp_path, dev_dir):
     conf = ct / "101.conf"
     conf.write_text(BASE_PVE)
     os.chown(ct, 65534, 65534)
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args_for(conf, dev_dir)}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    proc = subprocess.run(
-        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", sys.executable, str(MODULE), str(args_file)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr
-    result = json.loads(proc.stdout)
-    assert proc.returncode != 0
+    rc, result = run_module(args_for(conf, dev_dir), tmp_path, wrap=without_dac_override)
+    assert rc != 0
     assert f"cannot write {conf}: Permission denied" in result["msg"]
     assert conf.read_text() == BASE_PVE
     assert listing(ct) == ["101.conf"]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lib.nvidia import FIX, PROFILES, run_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.nccl import (
     NcclTopologyError,
@@ -21,10 +19,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.nccl import
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import parse_topo_matrix
 
-ROOT = Path(__file__).resolve().parents[2]
-FIX = ROOT / "tests/unit/fixtures/nvidia"
-STANDIN = ROOT / "tests/standins/nvidia-smi"
-RTX_PROFILE = ROOT / "tests/standins/nvidia/profiles/rtxpro6000-8gpu.json"
+RTX_PROFILE = PROFILES / "rtxpro6000-8gpu.json"
 
 
 def topo(path: Path) -> dict:
@@ -35,11 +30,9 @@ def standin_topo(tmp_path: Path, profile: dict) -> dict:
     """`nvidia-smi topo -m` as the stand-in prints it (the real format) for a profile, parsed."""
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(profile), encoding="utf-8")
-    env = {"PATH": os.environ.get("PATH", ""), "STANDIN_NVIDIA_SMI_PROFILE": str(path)}
-    out = subprocess.run(
-        [sys.executable, str(STANDIN), "topo", "-m"], env=env, capture_output=True, text=True, check=True, timeout=30
-    ).stdout
-    return parse_topo_matrix(out)
+    done = run_standin("topo", "-m", profile=path)
+    done.check_returncode()
+    return parse_topo_matrix(done.stdout)
 
 
 def rtx_profile() -> dict:

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from lib.module import run_module as run_module_at
+from lib.nvidia import FIX, PROFILES, STANDIN, profile_file
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "plugins/modules/nvidia_gpu_info.py"
-STANDIN = ROOT / "tests/standins/nvidia-smi"
-PROFILES = ROOT / "tests/standins/nvidia/profiles"
-FIX = ROOT / "tests/unit/fixtures/nvidia"
 
 
 @pytest.fixture
@@ -38,19 +36,7 @@ def dev_dir(tmp_path: Path) -> Path:
 
 
 def run_module(tmp_path: Path, args: dict, profile: Path | str = "rtxpro6000-8gpu") -> tuple[int, dict]:
-    profile_path = profile if isinstance(profile, Path) else PROFILES / f"{profile}.json"
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT / "collections"),
-        "STANDIN_NVIDIA_SMI_PROFILE": str(profile_path),
-    }
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    return run_module_at(MODULE, args, tmp_path, env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile_file(profile))})
 
 
 def base_args(dev: Path, variant: str = "rtxpro6000-8gpu", **extra) -> dict:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lib.nvidia import FIX, PROFILES, read, run_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.telemetry import parse_sample_line
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import (
@@ -33,17 +32,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import 
     scan_device_nodes,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-FIX = ROOT / "tests/unit/fixtures/nvidia"
-STANDIN = ROOT / "tests/standins/nvidia-smi"
-PROFILES = ROOT / "tests/standins/nvidia/profiles"
 H200 = FIX / "h200-580"
 RTX = FIX / "rtxpro6000-8gpu"
 BAD = FIX / "malformed"
-
-
-def read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- query CSV
@@ -276,14 +267,6 @@ def test_describe_device_nodes_keeps_char_devices_only():
 # --------------------------------------------------------------------------- the stand-in vs real captures
 
 
-def standin(*args: str, profile: str = "h200-580", env: dict | None = None) -> subprocess.CompletedProcess:
-    environ = {"PATH": os.environ.get("PATH", ""), "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILES / f"{profile}.json")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, str(STANDIN), *args], env=environ, capture_output=True, text=True, timeout=30, check=False
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "capture"),
     [
@@ -303,32 +286,32 @@ def standin(*args: str, profile: str = "h200-580", env: dict | None = None) -> s
     ],
 )
 def test_standin_reproduces_real_capture_bytes(args, capture):
-    assert standin(*args).stdout == read(H200 / capture)
+    assert run_standin(*args).stdout == read(H200 / capture)
 
 
 def test_standin_plain_table_and_q_header_match_real_capture(tmp_path):
     state = tmp_path / "state.json"
     state.write_text('{"gpus": {"0": {"temperature_gpu": 35, "power_draw_w": 124}}}', encoding="utf-8")
-    assert standin(env={"STANDIN_NVIDIA_SMI_STATE": str(state)}).stdout == read(H200 / "nvidia-smi.txt")
+    assert run_standin(env={"STANDIN_NVIDIA_SMI_STATE": str(state)}).stdout == read(H200 / "nvidia-smi.txt")
     real_q = read(H200 / "nvidia-smi-q-compute.txt").splitlines()
-    assert standin("-q", "-d", "COMPUTE").stdout.splitlines()[4:] == real_q[4:]  # all but the timestamp
+    assert run_standin("-q", "-d", "COMPUTE").stdout.splitlines()[4:] == real_q[4:]  # all but the timestamp
 
 
 def test_standin_telemetry_header_and_units_match_real_capture():
     fields = ",".join([*TELEMETRY_FIELDS, "power.draw", "power.draw.average"])
-    out = standin(f"--query-gpu={fields}", "--format=csv", env={"STANDIN_NVIDIA_SMI_MAX_SAMPLES": "1"}).stdout
+    out = run_standin(f"--query-gpu={fields}", "--format=csv", env={"STANDIN_NVIDIA_SMI_MAX_SAMPLES": "1"}).stdout
     assert out.splitlines()[0] == read(H200 / "telemetry-header.csv").splitlines()[0]
 
 
 def test_standin_query_parses_like_sm120_fixture():
-    out = standin(
+    out = run_standin(
         f"--query-gpu={','.join(GPU_INFO_FIELDS)}", "--format=csv,noheader,nounits", profile="rtxpro6000-8gpu"
     )
     assert parse_gpu_query(out.stdout) == parse_gpu_query(read(RTX / "query-gpu.csv"))
 
 
 def test_standin_lms_loop_is_bounded_and_parses():
-    out = standin(
+    out = run_standin(
         f"--query-gpu={','.join(TELEMETRY_FIELDS)}",
         "--format=csv,noheader,nounits",
         "-lms",
@@ -352,7 +335,7 @@ def profile_with_proc(tmp_path: Path, name: str, proc_version_path: str | Path) 
 
 def test_standin_not_loaded_exits_9(tmp_path):
     profile = profile_with_proc(tmp_path, "rtxpro6000-8gpu.json", "/nonexistent/v")
-    result = standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
+    result = run_standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
     assert result.returncode == 9
     assert "couldn't communicate with the NVIDIA driver" in result.stdout
 
@@ -360,7 +343,7 @@ def test_standin_not_loaded_exits_9(tmp_path):
 def test_standin_version_mismatch_exits_18(tmp_path):
     # a 570 userspace over the 580.159.04 kernel module
     profile = profile_with_proc(tmp_path, "rtxpro6000-570.json", RTX / "proc-version.txt")
-    result = standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
+    result = run_standin("-L", env={"STANDIN_NVIDIA_SMI_PROFILE": str(profile)})
     assert result.returncode == 18
     assert "Driver/library version mismatch" in result.stdout
 
@@ -368,7 +351,7 @@ def test_standin_version_mismatch_exits_18(tmp_path):
 def test_standin_pointer_file(tmp_path):
     pointer = tmp_path / "nvidia-smi.json"
     pointer.write_text(f'{{"profile": "{PROFILES / "rtxpro6000-570.json"}"}}', encoding="utf-8")
-    result = standin("--version", env={"STANDIN_NVIDIA_SMI_PROFILE": str(pointer)})
+    result = run_standin("--version", env={"STANDIN_NVIDIA_SMI_PROFILE": str(pointer)})
     assert "DRIVER version      : 570.195.03" in result.stdout
 
 

@@ -10,14 +10,14 @@ import os
 import shlex
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.module import Wrap, in_mount_namespace
+from lib.module import run_module as run_module_at
 
 from ansible_collections.gpufleet.sglang.plugins.filter.rollback_message import rollback_message_filter
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import deployment as dep
@@ -733,18 +733,10 @@ def test_rollback_message_says_what_the_failed_restore_left(failed_result, left)
 # --------------------------------------------------------------------------- the module, as Ansible runs it
 
 
-def run_deployment_module(args: dict, workdir: Path, wrap: str = "") -> tuple[int, dict]:
-    """Run plugins/modules/sglang_deployment.py on an args file; ``wrap``: a shell prefix run first
-    in a private mount namespace (``unshare --mount``)."""
-    args_file = workdir / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-    argv = [sys.executable, str(REPO / "plugins" / "modules" / "sglang_deployment.py"), str(args_file)]
-    if wrap:
-        argv = ["unshare", "--mount", "sh", "-ec", f"{wrap}; exec {shlex.join(argv)}"]
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+def run_deployment_module(args: dict, workdir: Path, *, wrap: Wrap | None = None) -> tuple[int, dict]:
+    """Run plugins/modules/sglang_deployment.py on an args file; ``wrap``: the command line around it
+    (:func:`lib.module.in_mount_namespace`)."""
+    return run_module_at(REPO / "plugins" / "modules" / "sglang_deployment.py", args, workdir, wrap=wrap)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a read-only bind mount needs root")
@@ -755,7 +747,7 @@ def test_module_rollback_on_a_read_only_etc_fails_naming_the_deployment_the_node
     rc, result = run_deployment_module(
         {"root": str(n["root"]), "release_link": str(n["link"]), "state": "rolled_back"},
         tmp_path,
-        wrap=f"mount --bind {etc} {etc}; mount -o remount,ro,bind {etc}",
+        wrap=in_mount_namespace(f"mount --bind {etc} {etc}; mount -o remount,ro,bind {etc}"),
     )
     assert rc == 1
     assert result["failed"] is True

@@ -11,14 +11,12 @@ file fails, and the file must still be whole.
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lib.module import run_module as run_module_at
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.patch_journal import (
     JournalError,
@@ -106,24 +104,7 @@ def test_dump_load_round_trip():
 
 
 def run_module(args: dict, workdir: Path, *, fsize: int | None = None) -> tuple[int, dict]:
-    args_file = workdir / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
-
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        preexec_fn=limit,
-    )
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    return run_module_at(MODULE, args, workdir, fsize=fsize)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from test_warm_cache import key_for
+from lib.warm_cache import key_for
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import parse_startup

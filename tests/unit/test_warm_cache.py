@@ -13,46 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.warm_cache import key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
-
-
-def key_for(cache_dir: Path, **changes: str) -> dict:
-    fields = {
-        "sglang_version": "0.5.23",
-        "flashinfer_version": "0.7.2",
-        "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-        "compute_capability": "12.0",
-        "driver_version": "580.95.05",
-        "cuda_version": "13.0",
-        "model_revision": "0123456789abcdef0123456789abcdef01234567",
-        "profile": "glm5_nvfp4_tp8",
-        "cache_dir": str(cache_dir),
-        "release_dir": "/opt/sglang/releases/sglang-0.5.23-abc",
-    }
-    fields.update(changes)
-    return fields
-
-
-def make_cache(root: Path) -> dict[str, bytes]:
-    files = {
-        "triton/AB12/__grp__scaled_add.json": b'{"child_paths": {}}',
-        "triton/AB12/scaled_add.cubin": bytes(range(256)) * 10,
-        "inductor/fxgraph/xy/entry": b"graph",
-        "flashinfer/autotune/0.7.2/sm120/abc/rank_tp0_pp0_dp0.json": b"{}",
-        ".cache/flashinfer/jit/fused_moe_120/fused_moe_120.so": b"\x7fELF" + b"\0" * 100,
-        "empty": b"",
-    }
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    (root / ".cache/flashinfer/jit/fused_moe_120/fused_moe_120.so").chmod(0o755)
-    return files
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture

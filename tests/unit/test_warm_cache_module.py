@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from lib.module import run_module as run_module_at
-from test_warm_cache import key_for, make_cache, tree
+from lib.warm_cache import key_for, make_cache, tree
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "sglang_warm_cache.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 from lib.playbook import run_playbook
-from test_warm_cache import make_cache, tree
+from lib.warm_cache import make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 
