@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 # the venv's bin (sys.executable is its python, not resolved through the symlink)
@@ -169,3 +170,10 @@ def run_playbook(
     if check:
         options.append("--check")
     return run_tool("ansible-playbook", *options, *args, playbook, env=env, timeout=timeout, cwd=cwd)
+
+
+def rollout_play() -> dict:
+    """playbooks/sglang.yml's rollout play (the one with `serial`; the play before it puts the nodes in order)."""
+    plays = yaml.safe_load((REPO / "playbooks" / "sglang.yml").read_text(encoding="utf-8"))
+    (play,) = [p for p in plays if "serial" in p]
+    return play

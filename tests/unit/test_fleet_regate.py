@@ -19,6 +19,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.playbook import rollout_play
 
 from ansible_collections.gpufleet.sglang.plugins.filter.regate_units import regate_units as regate_filter
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_serial import rollout_serial
@@ -292,7 +293,7 @@ def test_settings_of_the_wrong_shape_are_named() -> None:
 
 
 def test_one_node_out_at_a_time_is_what_the_extra_var_gives_playbooks_sglang() -> None:
-    play = yaml.safe_load((REPO / "playbooks/sglang.yml").read_text(encoding="utf-8"))[0]
+    play = rollout_play()
     # serial is built from sglang_rollout_max_unavailable, which `serial` sees only as an extra var
     assert play["serial"] == "{{ sglang_rollout_serial }}"
     assert "rollout_serial(sglang_rollout_max_unavailable)" in play["vars"]["sglang_rollout_serial"]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lib.playbook import run_playbook
+from lib.playbook import rollout_play, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -101,7 +101,7 @@ def test_ansible_runs_200_hosts_in_the_batches_the_filter_gives(tmp_path):
     """A real ansible-playbook over 200 hosts (connection local) with playbooks/sglang.yml's own
     `serial` and batch expression: each batch's hosts, printed once per batch, are the filter's
     batches in inventory order."""
-    rollout = yaml.safe_load((REPO / "playbooks" / "sglang.yml").read_text(encoding="utf-8"))[0]
+    rollout = rollout_play()
     settings_ = {"10%": None, 13: None, "100%": None}
     plays = [
         {

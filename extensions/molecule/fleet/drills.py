@@ -435,10 +435,19 @@ def drill_unreachable() -> None:
     expect(all(again["node3"][k] != mid["node3"][k] for k in "35"), "node3 got the new environment", out2)
     expect(re.search(r"node2: drained in [0-9.]+ s", out2) is not None, "node2 went through the detour", out2)
     expect(re.search(r"node1: drained in", out2) is None, "node1 was not taken out", out2)
+    expect_rolled_first("node2", "held out by an unfinished rollout", out2)
     expect(not marks(), f"no node held out of rotation ({marks()})")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
     log(f"run again: node2 restarted and back in the gateway, node1 untouched; play wall time {took2:.0f} s")
     log(f"play wall time {took:.0f} s, drill {time.monotonic() - start:.0f} s")
+
+
+def expect_rolled_first(node: str, why: str, out: str) -> None:
+    """A node out of the gateway is rolled first: the canary of its run, alone in the first batch."""
+    printed = " ".join(out.split())  # YAML results fold a long message
+    expect(f"Rolled first, already out of the gateway: {node} ({why})" in printed, f"{node} is rolled first", out)
+    first_batch = out.split("PLAY [SGLang - release")[1].split("PLAY [", maxsplit=1)[0]
+    expect(set(re.findall(r"\[(node\d)", first_batch)) == {node}, f"the first batch is {node} alone", out)
 
 
 def drill_failed_gpu_stays_out() -> None:

@@ -5,6 +5,8 @@
 
 - ``max_unavailable``: how many nodes behind the gateway may be out at once (a count or ``N%``),
   and the ``serial`` batches it gives (the canary alone, then batches of that many).
+- ``order``: the nodes already out of the gateway go first (rolling them costs no capacity, and
+  each one that comes back frees a place for the next), then the others, each in inventory order.
 - ``room``: may these nodes leave the gateway now? The floor (nodes already out or unhealthy
   count against ``max_unavailable``) and the load (the nodes that stay must carry what the
   fleet runs and queues, within their running caps times a headroom).
@@ -110,6 +112,33 @@ def serial_batches(n_nodes: int, max_unavailable: object) -> list[int]:
         return [1]
     rest = n_nodes - 1
     return [1] + [k] * (rest // k) + ([rest % k] if rest % k else [])
+
+
+class RolloutOrderError(RolloutPlanError):
+    """The play's hosts or the nodes out of the gateway are not lists of distinct inventory names."""
+
+
+def _names(value: object, what: str) -> list[str]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise RolloutOrderError(f"{what} must be a list of inventory names, got {type(value).__name__}")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise RolloutOrderError(f"{what} must be a list of inventory names, got the item {name!r}")
+    return list(value)
+
+
+def rollout_order(hosts: object, out_now: object) -> list[str]:
+    """``hosts`` (the play's, in inventory order) with those in ``out_now`` first: the nodes already
+    out of the gateway (held out by an unfinished rollout, unhealthy, not listed) cost no capacity to
+    roll, and while one waits in a later batch it counts against max_unavailable and can stop an
+    earlier node from leaving. Each part keeps inventory order; a name in ``out_now`` that is not a
+    host of the play is ignored (a --limit left it out)."""
+    names = _names(hosts, "the play's hosts")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise RolloutOrderError(f"the play's hosts name {', '.join(dup)} more than once")
+    first = set(_names(out_now, "the nodes out of the gateway"))
+    return [n for n in names if n in first] + [n for n in names if n not in first]
 
 
 # --------------------------------------------------------------------------- the gateway's workers

@@ -1,0 +1,288 @@
+# Copyright (c) gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout's host order: the nodes already out of the gateway go first (rollout_plan.rollout_order,
+the filters rollout_order and gateway_unavailable, and playbooks/sglang.yml's first play run by a
+real ansible-playbook against a gateway stand-in that answers smg's GET /workers).
+
+Why it matters: with max_unavailable 1, a node held out by an unfinished rollout (or failing its
+health checks) that waits in a later batch counts against the floor, so the canary's wait for room
+could only run out (600 s) and fail; rolled first, it costs no capacity and frees the place."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from hypothesis import given
+from hypothesis import strategies as st
+from lib.playbook import REPO, rollout_play, run_playbook
+
+from ansible_collections.gpufleet.sglang.plugins.filter.gateway_unavailable import gateway_unavailable
+from ansible_collections.gpufleet.sglang.plugins.filter.rollout_order import rollout_order as order_filter
+from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import (
+    RolloutOrderError,
+    rollout_order,
+    serial_batches,
+)
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)
+
+
+@given(hosts=st.lists(names, unique=True, max_size=40), extra=st.lists(names, max_size=5), data=st.data())
+def test_the_out_nodes_come_first_and_each_part_keeps_inventory_order(hosts, extra, data):
+    out = data.draw(st.lists(st.sampled_from(hosts), unique=True) if hosts else st.just([])) + extra
+    got = rollout_order(hosts, out)
+    assert sorted(got) == sorted(hosts), "a permutation of the play's hosts: none lost, none added"
+    first = [h for h in hosts if h in out]
+    assert got[: len(first)] == first
+    assert got[len(first) :] == [h for h in hosts if h not in out]
+
+
+def test_named_orders() -> None:
+    assert rollout_order(["node1", "node2", "node3"], ["node3"]) == ["node3", "node1", "node2"]
+    assert rollout_order(["node1", "node2", "node3"], ["node3", "node2"]) == ["node2", "node3", "node1"]
+    assert rollout_order(["node1", "node2"], []) == ["node1", "node2"]
+    # a --limit left the out node out of the play: nothing to put first
+    assert rollout_order(["node1"], ["node9"]) == ["node1"]
+    assert rollout_order([], ["node1"]) == []
+
+
+@pytest.mark.parametrize(
+    ("hosts", "out", "message"),
+    [
+        ("node1", [], "the play's hosts must be a list of inventory names, got str"),
+        ({"node1": 1}, [], "the play's hosts must be a list of inventory names, got dict"),
+        (["node1", ""], [], "got the item ''"),
+        (["node1", 3], [], "got the item 3"),
+        (["node1", "node2", "node1"], [], "name node1 more than once"),
+        (["node1"], "node1", "the nodes out of the gateway must be a list of inventory names, got str"),
+        (["node1"], [None], "the nodes out of the gateway must be a list of inventory names, got the item None"),
+    ],
+)
+def test_refused_inputs_are_named(hosts, out, message) -> None:
+    with pytest.raises(RolloutOrderError, match=re.escape(message)):
+        rollout_order(hosts, out)
+    with pytest.raises(AnsibleFilterError, match=r"^rollout_order: .*" + re.escape(message)):
+        order_filter(hosts, out)
+
+
+# --------------------------------------------------------------------------- gateway_unavailable
+
+
+def smg_workers(*entries: tuple[str, bool, str]) -> dict:
+    """smg 1.13's GET /workers shape (the fields the rule reads, and some it does not)."""
+    return {
+        "workers": [
+            {"id": f"w{i}", "url": url, "is_healthy": healthy, "status": status, "model_id": "m", "load": 0}
+            for i, (url, healthy, status) in enumerate(entries)
+        ],
+        "total": len(entries),
+    }
+
+
+MEMBERS = {"node1": "http://10.0.0.1:30000", "node2": "http://10.0.0.2:30000", "node3": "http://10.0.0.3:30000"}
+
+
+def test_each_way_out_is_named_and_the_served_ones_are_left_out() -> None:
+    doc = smg_workers(("http://10.0.0.1:30000/", True, "ready"), ("http://10.0.0.2:30000", False, "ready"))
+    assert gateway_unavailable(doc, MEMBERS) == {"node2": "unhealthy", "node3": "not listed"}
+    doc = smg_workers(*((u, True, "ready") for u in MEMBERS.values()))
+    assert gateway_unavailable(doc, MEMBERS) == {}
+    doc = smg_workers(*((u, True, "pending") for u in MEMBERS.values()))
+    assert gateway_unavailable(doc, MEMBERS) == dict.fromkeys(MEMBERS, "not ready")
+
+
+@pytest.mark.parametrize(
+    ("doc", "members", "message"),
+    [
+        ([], MEMBERS, "without a 'workers' list"),
+        ({"workers": [{"url": "http://x:1"}]}, MEMBERS, "http://x:1 has no boolean 'is_healthy'"),
+        ({"workers": [{"is_healthy": True}]}, MEMBERS, "entry 0 has no 'url' string"),
+        (smg_workers(), ["node1"], "members must map inventory names to worker URLs"),
+        (smg_workers(), {"node1": ""}, "members must map inventory names to worker URLs"),
+    ],
+)
+def test_an_answer_or_members_of_the_wrong_shape_are_named(doc, members, message) -> None:
+    with pytest.raises(AnsibleFilterError, match=r"^gateway_unavailable: .*" + re.escape(message)):
+        gateway_unavailable(doc, members)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+    max_leaves=12,
+)
+entries = st.fixed_dictionaries(
+    {},
+    optional={
+        "url": st.sampled_from([*MEMBERS.values(), "http://10.0.0.9:1", ""]) | json_values,
+        "is_healthy": st.booleans() | json_values,
+        "status": st.sampled_from(["ready", "pending", ""]) | json_values,
+    },
+)
+
+
+@given(doc=st.one_of(json_values, st.fixed_dictionaries({"workers": st.lists(entries, max_size=5)})))
+def test_any_answer_gives_a_verdict_or_a_named_refusal(doc) -> None:
+    """Whatever a gateway (or something in its place) answers: a verdict on the members, or an
+    AnsibleFilterError; never another exception, never a name that is not a member."""
+    try:
+        got = gateway_unavailable(doc, MEMBERS)
+    except AnsibleFilterError as exc:
+        refusal = str(exc)
+    else:
+        refusal = ""
+    if refusal:
+        assert refusal.startswith("gateway_unavailable: ")
+        return
+    assert set(got) <= set(MEMBERS)
+    assert set(got.values()) <= {"not listed", "unhealthy", "not ready"}
+
+
+# --------------------------------------------------------------------------- the real play
+
+
+class _Gateway(BaseHTTPRequestHandler):
+    """Stands in for smg 1.13's GET /workers (the answer the test sets); every other path is 404."""
+
+    answer: ClassVar[bytes] = b"{}"
+    auth: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        type(self).auth.append(self.headers.get("Authorization", ""))
+        if self.path != "/workers":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Gateway.auth = []
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url):
+    """playbooks/sglang.yml's first play as it is, then a play over its group with the rollout
+    play's own `serial` that prints each batch. become is off here (no sudo on a test host; the
+    test runs as the user that owns the marks)."""
+    plays = yaml.safe_load((REPO / "playbooks" / "sglang.yml").read_text(encoding="utf-8"))
+    rollout = rollout_play()
+    order = plays[plays.index(rollout) - 1]
+    assert order["hosts"] == "sglang_nodes"
+    assert rollout["hosts"] == "sglang_rollout_order"
+    order = dict(order, become=False)
+    batches = {
+        "name": "batches",
+        "hosts": rollout["hosts"],
+        "gather_facts": False,
+        "serial": rollout["serial"],
+        "vars": {
+            "sglang_rollout_max_unavailable": max_unavailable,
+            "sglang_rollout_serial": rollout["vars"]["sglang_rollout_serial"],
+        },
+        "tasks": [
+            {
+                "name": "Print the batch",
+                "ansible.builtin.debug": {"msg": "BATCH {{ ansible_play_batch | join(',') }}"},
+                "run_once": True,
+            }
+        ],
+    }
+    play = tmp_path / "order.yml"
+    play.write_text(yaml.safe_dump([order, batches], sort_keys=False), encoding="utf-8")
+    nodes = {f"node{i:02d}": {"sglang_server_port": 31000 + i} for i in range(n_nodes)}
+    inv = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "sglang_gateway_state_dir": str(tmp_path / "state"),
+                "sglang_gateway_api_url": api_url,
+                "sglang_gateway_api_key": "order-test-key",
+            },
+            "children": {"sglang_gateway": {"hosts": {"gw": None}}, "sglang_nodes": {"hosts": nodes}},
+        }
+    }
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv), encoding="utf-8")
+    return play, tmp_path / "hosts.yml"
+
+
+def hold_out(tmp_path, port: int) -> None:
+    """The mark remove_worker leaves on the gateway host (its name: the worker URL with [^A-Za-z0-9.-] as _)."""
+    marks = tmp_path / "state" / "out-of-rotation"
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / re.sub(r"[^A-Za-z0-9.-]", "_", f"http://127.0.0.1:{port}")).write_text("")
+
+
+def ran_batches(stdout: str) -> list[list[str]]:
+    # ansible.cfg prints results as YAML (callback_result_format = yaml)
+    return [b.split(",") for b in re.findall(r"^\s+msg: BATCH (\S+)$", stdout, re.M)]
+
+
+def test_held_out_and_unhealthy_nodes_are_rolled_first_in_real_ansible(tmp_path, gateway) -> None:
+    port = gateway.server_address[1]
+    play, inv = order_playbook(tmp_path, 8, max_unavailable=2, api_url=f"http://127.0.0.1:{port}")
+    hold_out(tmp_path, 31006)  # node06: held out by an unfinished rollout (and so not listed)
+    listed = [(f"http://127.0.0.1:{31000 + i}", i != 3, "ready" if i != 5 else "pending") for i in range(8) if i != 6]
+    _Gateway.answer = json.dumps(smg_workers(*listed)).encode()
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
+    got = ran_batches(proc.stdout)
+    want = ["node03", "node05", "node06", "node00", "node01", "node02", "node04", "node07"]
+    assert [h for b in got for h in b] == want, proc.stdout
+    assert [len(b) for b in got] == serial_batches(8, 2)
+    assert re.search(r"^node\d+ +: ok=\d+ +changed=0 ", proc.stdout, re.M), "nothing reported changed"
+    assert not re.search(r"changed=[1-9]", proc.stdout), "ordering changes nothing (molecule's idempotence run)"
+    assert got[0] == ["node03"], "the canary is the first node that is out"
+    printed = " ".join(proc.stdout.split())  # YAML results fold a long message
+    assert (
+        "Rolled first, already out of the gateway: node03 (unhealthy), node05 (not ready),"
+        " node06 (held out by an unfinished rollout)" in printed
+    )
+    assert _Gateway.auth == ["Bearer order-test-key"], "the workers are read once for the play, with the key"
+    assert "order-test-key" not in proc.stdout + proc.stderr, "the key never reaches the output"
+
+
+def test_without_an_answering_gateway_the_marks_alone_decide(tmp_path) -> None:
+    # nothing listens on port 9 of 127.0.0.1 (discard, closed here): the uri fails, the marks stand
+    play, inv = order_playbook(tmp_path, 4, max_unavailable=1, api_url="http://127.0.0.1:9")
+    hold_out(tmp_path, 31002)
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
+    assert [h for b in ran_batches(proc.stdout) for h in b] == ["node02", "node00", "node01", "node03"], proc.stdout
+
+
+def test_a_fleet_with_every_node_served_keeps_inventory_order(tmp_path, gateway) -> None:
+    port = gateway.server_address[1]
+    play, inv = order_playbook(tmp_path, 3, max_unavailable=1, api_url=f"http://127.0.0.1:{port}")
+    served = [(f"http://127.0.0.1:{31000 + i}", True, "ready") for i in range(3)]
+    _Gateway.answer = json.dumps(smg_workers(*served)).encode()
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
+    assert ran_batches(proc.stdout) == [["node00"], ["node01"], ["node02"]]
+    assert "Rolled first" not in proc.stdout
+
+
+def test_a_gateway_that_answers_garbage_stops_the_run_with_the_reason(tmp_path, gateway) -> None:
+    port = gateway.server_address[1]
+    play, inv = order_playbook(tmp_path, 2, max_unavailable=1, api_url=f"http://127.0.0.1:{port}")
+    _Gateway.answer = json.dumps({"workers": [{"url": "http://127.0.0.1:31000", "is_healthy": "yes"}]}).encode()
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(2)
+    assert "has no boolean 'is_healthy'" in proc.stdout, proc.stdout
+    assert "BATCH" not in proc.stdout, "no batch ran"
