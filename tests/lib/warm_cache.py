@@ -4,11 +4,17 @@
 """The warm cache's test inputs, shared by the tests of its core (test_warm_cache.py), its module
 (test_warm_cache_module.py), the role's entry points (test_warm_cache_role.py) and the SGLang
 stand-in's jit phase (test_standin_jit.py): a key, a JIT cache tree of every kind the core carries,
-and a tree read back."""
+a tree read back, and a hostile artifact (one that passes the outer digest check)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import tarfile
 from pathlib import Path
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 
 
 def key_for(cache_dir: Path, **changes: str) -> dict:
@@ -50,3 +56,39 @@ def make_cache(root: Path) -> dict[str, bytes]:
 def tree(root: Path) -> dict[str, bytes]:
     """Every file under ``root``: its path relative to ``root`` and its bytes."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def hostile(store: Path, key: dict, members: list[tuple[str, str, bytes]], listed: list[dict] | None = None) -> str:
+    """An artifact named by its own digest (so it passes the outer check) with ``members``
+    (name, tar type, data) and a manifest listing ``listed`` (default: every member, correct sha256)."""
+    if listed is None:
+        listed = [
+            {
+                "path": name.removeprefix(wc.MEMBER_PREFIX),
+                "size": len(data),
+                "mode": 0o644,
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+            for name, _kind, data in members
+        ]
+    manifest = json.dumps({"format": wc.FORMAT, "key": key, "files": listed}).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo(wc.MANIFEST)
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind.encode()
+            if kind in ("0",):
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            else:
+                info.linkname = data.decode() or "/etc/passwd"
+                tar.addfile(info)
+    raw = buf.getvalue()
+    digest = hashlib.sha256(raw).hexdigest()
+    path = store / wc.cache_key(key)["digest"] / f"{digest}.tar"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+    return str(path)

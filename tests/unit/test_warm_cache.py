@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lib.warm_cache import key_for, make_cache, tree
+from lib.warm_cache import hostile, key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 
@@ -213,42 +213,6 @@ def test_restore_refuses_a_target_that_is_a_symlink(node, tmp_path):
 
 
 # --------------------------------------------------------------------------- hostile artifacts
-
-
-def hostile(store: Path, key: dict, members: list[tuple[str, str, bytes]], listed: list[dict] | None = None) -> str:
-    """An artifact named by its own digest (so it passes the outer check) with ``members``
-    (name, tar type, data) and a manifest listing ``listed`` (default: every member, correct sha256)."""
-    if listed is None:
-        listed = [
-            {
-                "path": name.removeprefix(wc.MEMBER_PREFIX),
-                "size": len(data),
-                "mode": 0o644,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
-            for name, _kind, data in members
-        ]
-    manifest = json.dumps({"format": wc.FORMAT, "key": key, "files": listed}).encode()
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        info = tarfile.TarInfo(wc.MANIFEST)
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
-        for name, kind, data in members:
-            info = tarfile.TarInfo(name)
-            info.type = kind.encode()
-            if kind in ("0",):
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            else:
-                info.linkname = data.decode() or "/etc/passwd"
-                tar.addfile(info)
-    raw = buf.getvalue()
-    digest = hashlib.sha256(raw).hexdigest()
-    path = store / wc.cache_key(key)["digest"] / f"{digest}.tar"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(raw)
-    return str(path)
 
 
 def assert_untouched(node, before, sandbox: Path) -> None:

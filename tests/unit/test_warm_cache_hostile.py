@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_warm_cache import hostile, key_for, make_cache, tree
+from lib.warm_cache import hostile, key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 
