@@ -303,7 +303,8 @@ BUFSIZE = 4096
 # what a channel closed without an exit status reports (paramiko's recv_exit_status)
 NO_EXIT_STATUS = -1
 # Proxmox VE's container ids (pvesh get /cluster/nextid: 100 to 999999999)
-VMID_MIN, VMID_MAX = 100, 999_999_999
+VMID_MIN = 100
+VMID_MAX = 999_999_999
 # a become method is a command and its options, plain words: it reaches the host's shell unquoted
 BECOME_METHOD_RE = re.compile(r"[A-Za-z0-9_./-]+(?: [A-Za-z0-9_./=-]+)*")
 
