@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_throughput_gate import RATE, ROLE_PLAY, SHAPE, run_play
+from lib.gate_play import RATE, ROLE_PLAY, SHAPE, run_play
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from integration.test_throughput_gate import MODULE_PLAY, run_play
+from lib.gate_play import MODULE_PLAY, run_play
 
 KEY = "gate-Secret-4711"
 MARGIN_S = 10.0

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import ansible_runner
 import pytest
+from lib.gateway import FakeGateway, metrics, stream, wait_for
 from lib.playbook import ansible_settings, runner_data_dir
-from test_rollout_room import FakeGateway, metrics, stream, wait_for
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 

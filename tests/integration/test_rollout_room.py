@@ -6,54 +6,14 @@ listing, and the stand-in's queue gauge and /abort_request that the drain relies
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
-import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
 
 import pytest
+from lib.gateway import FakeGateway, metrics, stream, wait_for
 
-from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import parse_load
 from ansible_collections.gpufleet.sglang.plugins.modules.rollout_room import look
-
-
-class FakeGateway:
-    """GET /workers as smg 1.13.0 answers it, listing ``workers`` ([(url, healthy)])."""
-
-    def __init__(self, workers: list[tuple[str, bool]]) -> None:
-        self.workers = workers
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = json.dumps(
-                    {
-                        "workers": [
-                            {"id": f"w{i}", "url": u, "is_healthy": h, "status": "ready"}
-                            for i, (u, h) in enumerate(outer.workers)
-                        ],
-                        "total": len(outer.workers),
-                    }
-                ).encode()
-                self.send_response(200 if self.path == "/workers" else 404)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -67,37 +27,6 @@ def gateway():
     yield make
     for g in made:
         g.close()
-
-
-def stream(url: str, max_new: int, out: list[str]) -> None:
-    """One streaming /generate; appends the last data event's text to ``out``."""
-    u = urlparse(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-    body = json.dumps(
-        {"text": "hi", "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}, "stream": True}
-    )
-    conn.request("POST", "/generate", body=body, headers={"content-type": "application/json"})
-    last = ""
-    for raw in conn.getresponse().read().decode().split("\n\n"):
-        if raw.startswith("data: {"):
-            last = raw[len("data: ") :]
-    out.append(last)
-    conn.close()
-
-
-def metrics(url: str):
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
-        return parse_load(resp.read().decode())
-
-
-def wait_for(cond, timeout=15.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def params(gw, members, leaving, **kw):

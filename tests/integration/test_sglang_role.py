@@ -19,7 +19,8 @@ from pathlib import Path
 import ansible_runner
 import pytest
 import yaml
-from integration.sglang_wheels import (
+from lib.playbook import ansible_settings, runner_data_dir
+from lib.sglang_wheels import (
     ENABLED_UPSTREAM,
     PATCH_NEEDED,
     WHEEL_DIR,
@@ -28,7 +29,6 @@ from integration.sglang_wheels import (
     uv_wheel_path,
     wheel_path,
 )
-from lib.playbook import ansible_settings, runner_data_dir
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source import LAYOUTS, inspect_sglang
 

@@ -12,88 +12,15 @@ power and clock-event reasons. Loads are small and bounded (a few hundred reques
 from __future__ import annotations
 
 import json
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import ansible_runner
 import pytest
-from lib.playbook import ansible_settings, runner_data_dir
+from lib.gate_play import MODULE_PLAY, RATE, ROLE_PLAY, SHAPE, Result, run_play
 
 REPO = Path(__file__).resolve().parents[2]
 NVIDIA_SMI = REPO / "tests" / "standins" / "nvidia-smi"
-PROFILE = REPO / "tests" / "standins" / "nvidia" / "profiles" / "rtxpro6000-8gpu.json"
-
-# small and fast: 8 streams, 16 requests of 32 tokens per trial
-SHAPE = {
-    "concurrency": 8,
-    "requests_per_trial": 16,
-    "input_len": 32,
-    "output_len": 32,
-    "warmup_requests": 8,
-    "trials": 5,
-    "ready_timeout": 20,
-    "request_timeout": 10,
-}
-RATE = 2000.0
-
-MODULE_PLAY = """
-- name: Gate
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Run the throughput gate
-      gpufleet.sglang.throughput_gate: "{{ gate_args }}"
-      register: gate
-"""
-
-ROLE_PLAY = """
-- name: Gate with the role
-  hosts: localhost
-  gather_facts: false
-  roles:
-    - role: gpufleet.sglang.throughput_gate
-"""
-
-
-class Result:
-    def __init__(self, runner: ansible_runner.Runner, task: str) -> None:
-        self.rc = runner.rc
-        self.output = runner.stdout.read()
-        self.events = list(runner.events)
-        self.res: dict = {}
-        self.duration: float | None = None  # the task's own run time as ansible reports it
-        for ev in self.events:
-            data = ev.get("event_data", {})
-            if data.get("task") == task and ev.get("event") in ("runner_on_ok", "runner_on_failed"):
-                self.res = data.get("res", {})
-                self.duration = data.get("duration")
-        self.debug_msgs = [
-            ev["event_data"]["res"].get("msg")
-            for ev in runner.events
-            if ev.get("event") == "runner_on_ok"
-            and ev.get("event_data", {}).get("task_action") == "ansible.builtin.debug"
-        ]
-
-
-def run_play(
-    tmp_path: Path, text: str, extravars: dict, task: str, *, check: bool = False, env=None, timeout: int | None = None
-) -> Result:
-    pdd = runner_data_dir(tmp_path, text)
-    envvars = {**ansible_settings(), "STANDIN_NVIDIA_SMI_PROFILE": str(PROFILE)}
-    envvars.update(env or {})
-    runner = ansible_runner.run(
-        private_data_dir=str(pdd),
-        playbook="play.yml",
-        inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-        extravars=extravars,
-        cmdline="--check" if check else None,
-        envvars=envvars,
-        quiet=True,
-        timeout=timeout,
-    )
-    return Result(runner, task)
 
 
 def gate(tmp_path: Path, url: str, *, check: bool = False, env=None, **args) -> Result:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.gateway import FakeGateway, workers_listing
 from lib.playbook import REPO, rollout_play, run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.filter.gateway_unavailable import gateway_unavailable
@@ -75,26 +73,15 @@ def test_refused_inputs_are_named(hosts, out, message) -> None:
 # --------------------------------------------------------------------------- gateway_unavailable
 
 
-def smg_workers(*entries: tuple[str, bool, str]) -> dict:
-    """smg 1.13's GET /workers shape (the fields the rule reads, and some it does not)."""
-    return {
-        "workers": [
-            {"id": f"w{i}", "url": url, "is_healthy": healthy, "status": status, "model_id": "m", "load": 0}
-            for i, (url, healthy, status) in enumerate(entries)
-        ],
-        "total": len(entries),
-    }
-
-
 MEMBERS = {"node1": "http://10.0.0.1:30000", "node2": "http://10.0.0.2:30000", "node3": "http://10.0.0.3:30000"}
 
 
 def test_each_way_out_is_named_and_the_served_ones_are_left_out() -> None:
-    doc = smg_workers(("http://10.0.0.1:30000/", True, "ready"), ("http://10.0.0.2:30000", False, "ready"))
+    doc = workers_listing([("http://10.0.0.1:30000/", True), ("http://10.0.0.2:30000", False)])
     assert gateway_unavailable(doc, MEMBERS) == {"node2": "unhealthy", "node3": "not listed"}
-    doc = smg_workers(*((u, True, "ready") for u in MEMBERS.values()))
+    doc = workers_listing([(u, True) for u in MEMBERS.values()])
     assert gateway_unavailable(doc, MEMBERS) == {}
-    doc = smg_workers(*((u, True, "pending") for u in MEMBERS.values()))
+    doc = workers_listing([(u, True, "pending") for u in MEMBERS.values()])
     assert gateway_unavailable(doc, MEMBERS) == dict.fromkeys(MEMBERS, "not ready")
 
 
@@ -104,8 +91,8 @@ def test_each_way_out_is_named_and_the_served_ones_are_left_out() -> None:
         ([], MEMBERS, "without a 'workers' list"),
         ({"workers": [{"url": "http://x:1"}]}, MEMBERS, "http://x:1 has no boolean 'is_healthy'"),
         ({"workers": [{"is_healthy": True}]}, MEMBERS, "entry 0 has no 'url' string"),
-        (smg_workers(), ["node1"], "members must map inventory names to worker URLs"),
-        (smg_workers(), {"node1": ""}, "members must map inventory names to worker URLs"),
+        (workers_listing([]), ["node1"], "members must map inventory names to worker URLs"),
+        (workers_listing([]), {"node1": ""}, "members must map inventory names to worker URLs"),
     ],
 )
 def test_an_answer_or_members_of_the_wrong_shape_are_named(doc, members, message) -> None:
@@ -148,36 +135,11 @@ def test_any_answer_gives_a_verdict_or_a_named_refusal(doc) -> None:
 # --------------------------------------------------------------------------- the real play
 
 
-class _Gateway(BaseHTTPRequestHandler):
-    """Stands in for smg 1.13's GET /workers (the answer the test sets); every other path is 404."""
-
-    answer: ClassVar[bytes] = b"{}"
-    auth: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        type(self).auth.append(self.headers.get("Authorization", ""))
-        if self.path != "/workers":
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.answer)))
-        self.end_headers()
-        self.wfile.write(self.answer)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def gateway():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Gateway.auth = []
-    yield server
-    server.shutdown()
-    server.server_close()
+    fake = FakeGateway([])
+    yield fake
+    fake.close()
 
 
 def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url):
@@ -239,11 +201,10 @@ def ran_batches(stdout: str) -> list[list[str]]:
 
 
 def test_held_out_and_unhealthy_nodes_are_rolled_first_in_real_ansible(tmp_path, gateway) -> None:
-    port = gateway.server_address[1]
-    play, inv = order_playbook(tmp_path, 8, max_unavailable=2, api_url=f"http://127.0.0.1:{port}")
+    play, inv = order_playbook(tmp_path, 8, max_unavailable=2, api_url=gateway.url)
     hold_out(tmp_path, 31006)  # node06: held out by an unfinished rollout (and so not listed)
     listed = [(f"http://127.0.0.1:{31000 + i}", i != 3, "ready" if i != 5 else "pending") for i in range(8) if i != 6]
-    _Gateway.answer = json.dumps(smg_workers(*listed)).encode()
+    gateway.workers = listed
     proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
     got = ran_batches(proc.stdout)
     want = ["node03", "node05", "node06", "node00", "node01", "node02", "node04", "node07"]
@@ -257,7 +218,7 @@ def test_held_out_and_unhealthy_nodes_are_rolled_first_in_real_ansible(tmp_path,
         "Rolled first, already out of the gateway: node03 (unhealthy), node05 (not ready),"
         " node06 (held out by an unfinished rollout)" in printed
     )
-    assert _Gateway.auth == ["Bearer order-test-key"], "the workers are read once for the play, with the key"
+    assert gateway.auth == ["Bearer order-test-key"], "the workers are read once for the play, with the key"
     assert "order-test-key" not in proc.stdout + proc.stderr, "the key never reaches the output"
 
 
@@ -270,19 +231,17 @@ def test_without_an_answering_gateway_the_marks_alone_decide(tmp_path) -> None:
 
 
 def test_a_fleet_with_every_node_served_keeps_inventory_order(tmp_path, gateway) -> None:
-    port = gateway.server_address[1]
-    play, inv = order_playbook(tmp_path, 3, max_unavailable=1, api_url=f"http://127.0.0.1:{port}")
+    play, inv = order_playbook(tmp_path, 3, max_unavailable=1, api_url=gateway.url)
     served = [(f"http://127.0.0.1:{31000 + i}", True, "ready") for i in range(3)]
-    _Gateway.answer = json.dumps(smg_workers(*served)).encode()
+    gateway.workers = served
     proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
     assert ran_batches(proc.stdout) == [["node00"], ["node01"], ["node02"]]
     assert "Rolled first" not in proc.stdout
 
 
 def test_a_gateway_that_answers_garbage_stops_the_run_with_the_reason(tmp_path, gateway) -> None:
-    port = gateway.server_address[1]
-    play, inv = order_playbook(tmp_path, 2, max_unavailable=1, api_url=f"http://127.0.0.1:{port}")
-    _Gateway.answer = json.dumps({"workers": [{"url": "http://127.0.0.1:31000", "is_healthy": "yes"}]}).encode()
+    play, inv = order_playbook(tmp_path, 2, max_unavailable=1, api_url=gateway.url)
+    gateway.answer = json.dumps({"workers": [{"url": "http://127.0.0.1:31000", "is_healthy": "yes"}]}).encode()
     proc = run_playbook(play, inventory=inv, timeout=180).expect(2)
     assert "has no boolean 'is_healthy'" in proc.stdout, proc.stdout
     assert "BATCH" not in proc.stdout, "no batch ran"

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 import pytest
-from integration.sglang_wheels import read_member
+from lib.sglang_wheels import read_member
 from sglang_flag_table.generate import TABLE, build_table, dump, render_table_module
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import known_flags

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from integration.sglang_wheels import install_wheel, read_member
+from lib.sglang_wheels import install_wheel, read_member
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source import (
     LAYOUTS,

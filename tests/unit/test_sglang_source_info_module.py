@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from integration.sglang_wheels import install_wheel
 from lib.module import run_module as run_module_at
+from lib.sglang_wheels import install_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "sglang_source_info.py"

@@ -4,7 +4,7 @@
 """Generate plugins/module_utils/sglang/flag_table.py from the real parsers of SGLang wheels.
 
 For every version asked for (default: the VERSIONS of the current table), the cached wheel is
-unpacked (tests/integration/sglang_wheels.py) and plugins/module_utils/sglang/argv_check_script.py
+unpacked (tests/lib/sglang_wheels.py) and plugins/module_utils/sglang/argv_check_script.py
 --dump-flags prints the flags its parser builds; the table holds, per flag, its kind (from the
 newest version that has it) and one presence digit per version. See README.md next to this file.
 
@@ -27,7 +27,7 @@ for path in (REPO / "collections", REPO / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from integration.sglang_wheels import install_wheel
+from lib.sglang_wheels import install_wheel
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import parse_version
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import VERSIONS
