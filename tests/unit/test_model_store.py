@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.deadline import deadline
 
 from ansible_collections.gpufleet.sglang.plugins.filter.model_store_errors import model_store_errors
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common import confined_path as cp
@@ -35,22 +35,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "gpufleet-test/tiny-moe"
 SHA = hashlib.sha256(b"x").hexdigest()
 OID = hashlib.sha1(b"blob 1\0x").hexdigest()
-
-
-@contextlib.contextmanager
-def deadline(seconds: int = 5) -> Iterator[None]:
-    """Fail (instead of hanging the suite) when the block blocks, e.g. on opening a FIFO."""
-
-    def expired(*args: object) -> None:
-        raise TimeoutError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def entry(path: object = "config.json", size: object = 1, sha256: object = "", oid: object = OID) -> dict:

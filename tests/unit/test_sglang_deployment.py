@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
 import os
 import shlex
-import signal
 import socket
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.deadline import deadline
 from lib.module import Wrap, in_mount_namespace
 from lib.module import run_module as run_module_at
 
@@ -549,24 +548,8 @@ def test_a_manifest_that_is_not_a_regular_file_is_refused_without_blocking(tmp_p
         sock.bind(path.name)
         sock.close()
 
-    with within(5), pytest.raises(dep.DeploymentError, match=r"manifest .*manifest\.json is not a regular file"):
+    with deadline(5), pytest.raises(dep.DeploymentError, match=r"manifest .*manifest\.json is not a regular file"):
         dep.query(str(n["root"]))
-
-
-@contextlib.contextmanager
-def within(seconds: int):
-    """Fail (TimeoutError) instead of hanging when the block blocks, e.g. opening a FIFO."""
-
-    def blocked(*args):
-        raise TimeoutError(f"blocked for {seconds} s (a FIFO opened for reading?)")
-
-    old = signal.signal(signal.SIGALRM, blocked)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def test_a_stored_copy_that_is_a_fifo_or_a_link_is_refused(tmp_path):
@@ -576,7 +559,7 @@ def test_a_stored_copy_that_is_a_fifo_or_a_link_is_refused(tmp_path):
     os.mkfifo(stored)
     before = node_state(n)
     with (
-        within(5),
+        deadline(5),
         pytest.raises(dep.DeploymentError, match=r"stored copy of .*unit\.service .* is not a regular file \(a FIFO\)"),
     ):
         dep.rollback(str(n["root"]), str(n["link"]))

@@ -4,11 +4,9 @@ half-way, an operator's key or store that overlaps the cache."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import signal
 import tarfile
 import unicodedata
 from pathlib import Path
@@ -16,25 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.deadline import deadline
 from lib.warm_cache import hostile, key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
-
-
-@contextlib.contextmanager
-def deadline(seconds: int = 10):
-    """Fail (instead of hanging the suite) when the block blocks, as an open of a FIFO would."""
-
-    def expired(_signum, _frame):
-        raise AssertionError(f"blocked for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -174,7 +157,7 @@ def test_find_artifact_takes_only_a_regular_file_named_by_a_digest(tmp_path_fact
     planted.pop(real.name if real else "", None)
     for name, kind in planted.items():
         plant(directory, name, kind, good)
-    with deadline():
+    with deadline(10):
         found = wc.find_artifact(str(sandbox / "store"), "a" * 64)
     named = re.compile(r"[0-9a-f]{64}\.tar")
     usable = {n for n, k in planted.items() if k == "empty-file" and named.fullmatch(n)}
@@ -197,7 +180,7 @@ def test_verify_and_restore_of_a_planted_artifact_do_not_block_and_name_it(node,
     name = "f" * 64 + ".tar"
     plant(directory, name, kind, tmp_path / "nothing")
     before = tree(node["cache"])
-    with deadline():
+    with deadline(10):
         with pytest.raises((wc.WarmCacheError, FileNotFoundError), match=name):
             wc.verify(str(directory / name))
         with pytest.raises((wc.WarmCacheError, FileNotFoundError), match=name):
@@ -208,7 +191,7 @@ def test_verify_and_restore_of_a_planted_artifact_do_not_block_and_name_it(node,
 
 def test_read_marker_of_a_fifo_or_a_link_does_not_block_and_reads_nothing(tmp_path):
     os.mkfifo(tmp_path / wc.MARKER)
-    with deadline():
+    with deadline(10):
         assert wc.read_marker(str(tmp_path)) is None
     (tmp_path / wc.MARKER).unlink()
     real = tmp_path / "real.json"

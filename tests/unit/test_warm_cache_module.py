@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from lib.module import run_module as run_module_at
 from lib.warm_cache import key_for, make_cache, tree
 
@@ -17,6 +18,15 @@ MODULE = REPO / "plugins" / "modules" / "sglang_warm_cache.py"
 
 def run_module(args: dict, tmp_path: Path, *, check: bool = False) -> tuple[int, dict]:
     return run_module_at(MODULE, args, tmp_path, check=check)
+
+
+@pytest.fixture
+def cache(tmp_path):
+    """A node's JIT cache directory, filled (lib.warm_cache.make_cache)."""
+    path = tmp_path / "cache"
+    path.mkdir()
+    make_cache(path)
+    return path
 
 
 def test_collect_then_restore_on_the_next_node(tmp_path):
@@ -60,10 +70,7 @@ def test_collect_then_restore_on_the_next_node(tmp_path):
     assert f"came from artifact {collected['digest']}" in seen["reason"]
 
 
-def test_another_key_finds_nothing_and_the_node_starts_cold(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_another_key_finds_nothing_and_the_node_starts_cold(tmp_path, cache):
     store = tmp_path / "store"
     rc, _result = run_module({"state": "collect", "store": str(store), "key": key_for(cache)}, tmp_path)
     assert rc == 0
@@ -75,10 +82,7 @@ def test_another_key_finds_nothing_and_the_node_starts_cold(tmp_path):
     assert not cache.exists()
 
 
-def test_own_caches_are_kept_unless_replace(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_own_caches_are_kept_unless_replace(tmp_path, cache):
     store = tmp_path / "store"
     args = {"store": str(store), "key": key_for(cache)}
     assert run_module(dict(args, state="collect"), tmp_path)[0] == 0
@@ -91,10 +95,7 @@ def test_own_caches_are_kept_unless_replace(tmp_path):
     assert not (cache / "own").exists()
 
 
-def test_a_tampered_artifact_is_refused_with_a_warning_and_nothing_restored(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_a_tampered_artifact_is_refused_with_a_warning_and_nothing_restored(tmp_path, cache):
     store = tmp_path / "store"
     args = {"store": str(store), "key": key_for(cache)}
     rc, collected = run_module(dict(args, state="collect"), tmp_path)
@@ -119,10 +120,7 @@ def test_an_empty_cache_collects_nothing(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_a_cache_over_the_bound_is_not_collected_and_not_an_error(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_a_cache_over_the_bound_is_not_collected_and_not_an_error(tmp_path, cache):
     args = {"state": "collect", "store": str(tmp_path / "store"), "key": key_for(cache), "max_bytes": 100}
     rc, result = run_module(args, tmp_path)
     assert (rc, result["changed"], result["action"]) == (0, False, "none")
@@ -140,12 +138,9 @@ def test_a_bad_key_fails_naming_the_field(tmp_path):
     assert "missing required arguments" in result["msg"]
 
 
-def test_left_out_entries_are_listed_and_never_under_the_reserved_skipped_key(tmp_path):
+def test_left_out_entries_are_listed_and_never_under_the_reserved_skipped_key(tmp_path, cache):
     """A symlink in the cache is left out and listed; the result has no `skipped` key, which Ansible reads
     as "this task was skipped" when it is not empty (and ansible-core 2.21 drops from registered results)."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
     (cache / "link-to-elsewhere").symlink_to("/etc/hostname")
     rc, collected = run_module({"store": str(tmp_path / "store"), "key": key_for(cache), "state": "collect"}, tmp_path)
     assert rc == 0, collected
@@ -153,10 +148,7 @@ def test_left_out_entries_are_listed_and_never_under_the_reserved_skipped_key(tm
     assert [entry["path"] for entry in collected["left_out"]] == ["link-to-elsewhere"]
 
 
-def test_check_mode_restore_names_a_missing_owner_as_the_real_run_does(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_check_mode_restore_names_a_missing_owner_as_the_real_run_does(tmp_path, cache):
     store = tmp_path / "store"
     args = {"store": str(store), "key": key_for(cache)}
     assert run_module(dict(args, state="collect"), tmp_path)[0] == 0
@@ -169,10 +161,7 @@ def test_check_mode_restore_names_a_missing_owner_as_the_real_run_does(tmp_path)
     assert not cache.exists()
 
 
-def test_a_key_directory_planted_as_a_link_out_of_the_store_is_refused_and_the_node_starts_cold(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_a_key_directory_planted_as_a_link_out_of_the_store_is_refused_and_the_node_starts_cold(tmp_path, cache):
     elsewhere = tmp_path / "elsewhere"
     rc, collected = run_module({"state": "collect", "store": str(elsewhere), "key": key_for(cache)}, tmp_path)
     assert rc == 0, collected
@@ -192,10 +181,7 @@ def test_a_key_directory_planted_as_a_link_out_of_the_store_is_refused_and_the_n
     assert not cache.exists()
 
 
-def test_a_store_inside_the_cache_directory_fails_naming_both(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    make_cache(cache)
+def test_a_store_inside_the_cache_directory_fails_naming_both(tmp_path, cache):
     for state in ("collect", "restore"):
         rc, result = run_module({"state": state, "store": str(cache / "warm"), "key": key_for(cache)}, tmp_path)
         assert rc != 0, result
