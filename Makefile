@@ -159,11 +159,19 @@ molecule: venv images
 # installs, and the rest), the unit tests and ansible-test sanity, and the same two on the newest
 # ansible-core and ansible (`newest`: .venv-newest, Python 3.13; docs/supported-versions.md). Unit and sanity use about one
 # core each; run alone before the pool (as they did) they left the second core idle for ~15 min.
+# The critical path (TEST_CRITICAL, the fleet scenario: mostly waits on its servers, and the longest
+# stage) runs at normal priority, every other stage at niceness TEST_NICE: when both want the CPU,
+# the critical path gets it and the others fill the rest, instead of stretching the longest stage.
+# Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
+# wall time and how busy the machine was (from /proc/stat).
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
 TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
+TEST_CRITICAL ?= fleet
+TEST_NICE ?= 5
 test: lint images wheels parser-venv
-	@printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
+	@cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; \
+	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
 	     unit) set -- $(BIN)/pytest -q --durations=15 tests/unit ;; \
 	     sanity) set -- bash tests/harness/sanity.sh ;; \
@@ -171,8 +179,11 @@ test: lint images wheels parser-venv
 	     integration-other) set -- $(BIN)/pytest -q --durations=25 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
-	   exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {}
-	@echo "make test: all stages passed"
+	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
+	   STAGE_NICE=$$nice_level exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {}; \
+	cpu1=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); \
+	echo "$$cpu0 $$cpu1 $$((SECONDS - t0)) $$(getconf CLK_TCK) $$(nproc)" | awk '{busy = ($$3 - $$1) / $$6; idle = ($$4 - $$2) / $$6; \
+	  printf "make test: all stages passed in %d s; the machine (%d cores) was busy %.0f%% of that time (%.0f CPU s)\n", $$5, $$7, 100 * busy / (busy + idle), busy}'
 
 lab: venv images
 	bash tests/harness/lab.sh up

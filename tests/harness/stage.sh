@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
 # Runs one stage of `make test` (a molecule scenario, the integration tests) with its whole output
-# in $GPUFLEET_TEST_LOGS/NAME.log, then prints that log as one block headed by the stage's result
-# and wall time, so that stages running at the same time stay readable. Exits with the stage's
-# status.
+# in $GPUFLEET_TEST_LOGS/NAME.log, then prints that log as one block headed by the stage's result,
+# its wall time and the CPU time of its processes (user + system of the stage's command and every
+# process it waited for; a container's own processes are not among them), so that stages running
+# at the same time stay readable and each stage shows what it costs. Exits with the stage's status.
 #   usage: stage.sh NAME COMMAND [ARG...]
+# STAGE_NICE (default 0): the stage runs at this niceness (make test runs every stage but the
+# critical path's at TEST_NICE, so that the longest stage keeps its pace on a small machine).
 set -uo pipefail
 name=${1:?usage: stage.sh NAME COMMAND [ARG...]}
 shift
 logs=${GPUFLEET_TEST_LOGS:-.cache/test-logs}
+nice_level=${STAGE_NICE:-0}
+[[ $nice_level =~ ^[0-9]+$ ]] && ((nice_level <= 19)) || { echo "stage.sh: STAGE_NICE must be 0..19, not '$nice_level'" >&2; exit 2; }
 mkdir -p "$logs"
 log="$logs/$name.log"
-echo "=== $name started (log: $log)"
+echo "=== $name started (log: $log$( ((nice_level > 0)) && echo ", nice $nice_level"))"
 start=$SECONDS
-"$@" >"$log" 2>&1 </dev/null
+nice -n "$nice_level" "$@" >"$log" 2>&1 </dev/null
 rc=$?
 result=$([[ $rc -eq 0 ]] && echo "passed" || echo "FAILED (exit $rc)")
+# `times` (a builtin: run in this shell, not in a pipe's subshell, which has no children of its
+# own): the shell's user/system, then its children's (what this stage ran), as 1m2.345s
+times >"$log.times"
+cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%.0f", s }' "$log.times")
+rm -f "$log.times"
 # one block at a time: stages that end together do not interleave their logs
 {
   flock 9
   echo "=== $name: begin of log"
   cat "$log"
-  echo "=== $name $result in $((SECONDS - start)) s"
+  echo "=== $name $result in $((SECONDS - start)) s (CPU ${cpu} s)"
 } 9>"$logs/.print.lock"
 exit "$rc"

@@ -349,6 +349,24 @@ def drill_slow_canary() -> None:
     check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
 
 
+def link_down_inventory(directory: str, node: str, mark: str) -> str:
+    """An inventory that runs ``node``'s SSH (the same sshd, key, pipelining and ControlPersist as every
+    node) through cut_proxy.py: the link goes down when ``mark`` appears in the gateway host. Its own
+    ansible_host gives it its own ControlPersist master; the host key is the sshd's (HostKeyAlias)."""
+    pid = sh("podman", "inspect", "-f", "{{.State.Pid}}", HOST).stdout.strip()
+    proxy = (
+        f"{sys.executable} {os.path.join(HERE, 'cut_proxy.py')} --root /proc/{pid}/root --cut-when {mark}"
+        " --connect 127.0.0.1:2231"
+    )
+    path = os.path.join(directory, "link-down.yml")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(
+            f"all:\n  hosts:\n    {node}:\n      ansible_host: {node}-link\n      ansible_ssh_extra_args: >-\n"
+            f"        -o HostKeyAlias=[127.0.0.1]:2231 -o 'ProxyCommand={proxy}'\n"
+        )
+    return path
+
+
 def drill_unreachable() -> None:
     log(
         "== U: a node becomes unreachable mid-rollout (batches [2, 1], a changed environment; node2's connection"
@@ -359,13 +377,7 @@ def drill_unreachable() -> None:
     ids = worker_ids()
     node2_mark = f"{MARK_DIR}/" + re.sub(r"[^A-Za-z0-9.-]", "_", URL["node2"])
     with tempfile.TemporaryDirectory() as tmp:
-        inv = os.path.join(tmp, "flaky.yml")
-        with open(inv, "w", encoding="utf-8") as fh:
-            fh.write(
-                # node2 on the flaky connection (podman into fleet-gw) for this run only
-                "all:\n  hosts:\n    node2:\n      ansible_connection: flaky_podman\n      ansible_host: fleet-gw\n"
-                f"      flaky_podman_cut_when: {node2_mark}\n"
-            )
+        inv = link_down_inventory(tmp, "node2", node2_mark)
         rc, out, took = playbook(
             # a change that needs a restart: only then is a node taken out of the gateway
             *ev(
@@ -377,7 +389,6 @@ def drill_unreachable() -> None:
                 }
             ),
             inventories=(inv,),
-            env_extra={"ANSIBLE_CONNECTION_PLUGINS": os.path.join(HERE, "connection_plugins")},
         )
     expect(rc != 0, "the play fails", out)
     expect(re.search(r"fatal: \[node2\]: UNREACHABLE!", out) is not None, "node2 is UNREACHABLE", out)
