@@ -29,6 +29,7 @@ from ansible.plugins.loader import become_loader
 from ansible_collections.community.proxmox.plugins.connection import proxmox_pct_remote
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.playbook import REPO, run_playbook
 from standins.pct_sshd import PctSshd
 
@@ -440,7 +441,7 @@ def test_a_missing_vmid_is_named():
     assert transport.opened == []
 
 
-@settings(max_examples=40)  # each example loads the plugin's options
+@settings(max_examples=examples(40))  # each example loads the plugin's options
 @given(st.one_of(st.integers(), st.text(alphabet="0123456789 -+_;$`x", min_size=1, max_size=12)))
 def test_any_vmid_reaches_the_command_as_digits_of_a_container_id_or_is_refused(vmid):
     chan = FakeChannel()
@@ -481,7 +482,7 @@ def test_a_plain_become_method_is_used_as_given(method):
     assert chan.command == f"{method} /usr/sbin/pct exec 101 -- {PYTHON_CMD}".encode()
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.text(max_size=24))
 def test_any_become_method_is_plain_words_or_refused(method):
     chan = FakeChannel()
