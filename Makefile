@@ -60,9 +60,12 @@ venv-newest: $(NEWEST_VENV)/.stamp
 
 # the unit suite and ansible-test sanity on the newest toolchain (in the host's .venv-newest, not in
 # the debian13 test image: that image carries no pip or venv). The stage `newest` of make test runs it.
+# The unit suite runs here under the hypothesis profile `matrix` (tests/unit/conftest.py: the settings
+# of `ci`, 20 examples per property-based test instead of 200): the fuzz depth is had once, on the
+# base toolchain (`make unit`); this run checks that the code and the tests work on the newest one.
 newest: venv-newest wheels
 	bash tests/harness/sglang-parser-venv.sh >/dev/null
-	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q tests/unit
+	HYPOTHESIS_PROFILE=matrix PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q tests/unit
 	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH bash tests/harness/sanity.sh
 
 # build context of the execution environment for AWX/AAP (execution-environment.yml)

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.playbook import run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.report import (
@@ -543,7 +544,7 @@ def test_any_records_give_a_page_with_every_bad_record_named(tmp_path_factory, r
     page.encode("utf-8")  # what atomic_write does: no lone surrogate left
 
 
-@settings(max_examples=15)  # matplotlib draws three charts per example
+@settings(max_examples=examples(15))  # matplotlib draws three charts per example
 @given(st.lists(history_records(), max_size=3), st.lists(sweep_records(), max_size=1))
 def test_charts_of_any_records_never_raise(tmp_path_factory, records, sweeps_in):
     from ansible_collections.gpufleet.sglang.plugins.action.fleet_report import charts  # noqa: PLC0415

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.playbook import rollout_play, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,7 +141,8 @@ def test_ansible_runs_200_hosts_in_the_batches_the_filter_gives(tmp_path):
 # --------------------------------------------------------------------------- floor, load, canary
 
 
-@settings(max_examples=60)  # each example rolls up to 200 nodes through the module (a look per batch and poll)
+# each example rolls up to 200 nodes through the module (a look per batch and poll)
+@settings(max_examples=examples(60))
 @given(
     n=st.integers(min_value=1, max_value=200),
     mu=max_unavailables,
@@ -226,7 +228,7 @@ def test_one_unhealthy_node_stops_a_200_node_rollout_at_its_first_full_batch():
 # --------------------------------------------------------------------------- pacing
 
 
-@settings(max_examples=30)  # an example polls up to 121 times over up to 200 nodes
+@settings(max_examples=examples(30))  # an example polls up to 121 times over up to 200 nodes
 @given(
     n=st.integers(min_value=2, max_value=200),
     quiet_at=st.integers(min_value=0, max_value=600),
@@ -289,7 +291,7 @@ def test_the_model_reproduces_the_lab_it_is_calibrated_on():
     assert cal["lab_restart_and_gate_s"] > 0
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(
     n=st.integers(min_value=1, max_value=200),
     mu=max_unavailables,

@@ -30,6 +30,9 @@ NODES = {
     "node1": ("rtxpro6000-8gpu-missing-gpu", "journal-xid79-gpu-lost.txt"),
     "node2": ("rtxpro6000-8gpu", "journal-clean.txt"),
     "node3": ("rtxpro6000-8gpu-link-x8-gen3", "journal-clean.txt"),
+    # node2's profile again: three containers of one host, each shown its own host log in one run
+    "node4": ("rtxpro6000-8gpu", "journal-clean.txt"),
+    "node5": ("rtxpro6000-8gpu", "journal-clean.txt"),
 }
 # the tasks a health-only run may run (the host's facts of gpu_nodes.yml are gathered whatever the tags)
 HEALTH_TASKS = {
@@ -48,7 +51,7 @@ HEALTH_TASKS = {
 }
 
 
-def inventory(tmp_path: Path, nodes: list[str], host_log: Path | None = None) -> Path:
+def inventory(tmp_path: Path, nodes: list[str], host_logs: dict[str, Path] | None = None) -> Path:
     hosts = {}
     for node in nodes:
         profile, log = NODES[node]
@@ -74,26 +77,31 @@ def inventory(tmp_path: Path, nodes: list[str], host_log: Path | None = None) ->
             "children": {
                 "gpu_nodes": {"hosts": hosts},
                 "sglang_nodes": {"hosts": dict.fromkeys(nodes)},
-                "proxmox_hosts": {"hosts": {"pve": {}} if host_log else {}},
+                "proxmox_hosts": {"hosts": {"pve": {}} if host_logs else {}},
             },
         }
     }
-    if host_log:
+    if host_logs:
         # the nodes are containers of "pve": their kernel log is read there (the file stands in for its journal)
         for node in nodes:
             hosts[node]["sglang_server_health_kernel_log_host"] = "pve"
-            hosts[node]["sglang_server_health_kernel_log_path"] = str(host_log)
+            hosts[node]["sglang_server_health_kernel_log_path"] = str(host_logs[node])
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
 
 def playbook(
-    tmp_path: Path, nodes: list[str], play: str, *args: str, check: bool = False, host_log: Path | None = None
+    tmp_path: Path,
+    nodes: list[str],
+    play: str,
+    *args: str,
+    check: bool = False,
+    host_logs: dict[str, Path] | None = None,
 ) -> Result:
     # the default callback with JSON results: the tests read the tasks' messages as JSON strings
     env = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
-    inv = inventory(tmp_path, nodes, host_log)
+    inv = inventory(tmp_path, nodes, host_logs)
     return run_playbook(REPO / play, inventory=inv, args=args, env=env, check=check, timeout=600)
 
 
@@ -149,19 +157,19 @@ def xid79(bus: str) -> str:
 
 
 def test_containers_read_the_xid_lines_on_their_host_and_judge_only_their_own_gpus(tmp_path):
-    # node2's profile lists eight GPUs, gpu 4 on 0000:81:00; the host's log is read on "pve" (delegated)
-    host_log = tmp_path / "pve-kernel.log"
-    host_log.write_text(xid79("0000:f1:00"), encoding="utf-8")  # another guest's GPU
-    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
+    # node2's profile lists eight GPUs, gpu 4 on 0000:81:00; the host's log is read on "pve" (delegated).
+    # Three containers with node2's profile in one run, each shown another state of the host's log:
+    # node2 another guest's Xid only, node4 that and its own gpu 4's, node5 a log that cannot be read.
+    other, own, gone = tmp_path / "pve-kernel.log", tmp_path / "pve-kernel-own.log", tmp_path / "pve-gone.log"
+    other.write_text(xid79("0000:f1:00"), encoding="utf-8")  # another guest's GPU
+    own.write_text(xid79("0000:f1:00") + xid79("0000:81:00"), encoding="utf-8")  # and node4's gpu 4
+    logs = {"node2": other, "node4": own, "node5": gone}
+    proc = playbook(tmp_path, list(logs), "site.yml", "--tags", "health", host_logs=logs).expect(0)
     assert re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M) == ["node2: healthy"], proc.stdout[-3000:]
     assert "Read the host's kernel log file] *" in proc.stdout
-    host_log.write_text(xid79("0000:f1:00") + xid79("0000:81:00"), encoding="utf-8")  # and node2's gpu 4
-    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
-    line = re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M)
-    assert line == ["node2: failed: gpu 4: xid 79 (GPU has fallen off the bus)"], proc.stdout[-3000:]
+    line = re.findall(r'^\s+"(node4: .*)",?$', proc.stdout, re.M)
+    assert line == ["node4: failed: gpu 4: xid 79 (GPU has fallen off the bus)"], proc.stdout[-3000:]
     # a host log that cannot be read names the host, and is not a clean log
-    host_log.unlink()
-    proc = playbook(tmp_path, ["node2"], "site.yml", "--tags", "health", host_log=host_log).expect(0)
-    line = re.findall(r'^\s+"(node2: .*)",?$', proc.stdout, re.M)
+    line = re.findall(r'^\s+"(node5: .*)",?$', proc.stdout, re.M)
     assert line, proc.stdout[-3000:]
-    assert line[0].startswith("node2: degraded: kernel log not read: pve: file:"), line
+    assert line[0].startswith("node5: degraded: kernel log not read: pve: file:"), line

@@ -17,6 +17,7 @@ import lib.module
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.module import in_mount_namespace, run_module
 
 # a module that says what it was given: its args, argv, two variables, whether module_utils import
@@ -168,7 +169,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(args=st.dictionaries(st.text().filter(lambda k: k not in {"write", "exit"}), JSON, max_size=6))
 def test_any_json_args_reach_the_module_unchanged(tmp_path, args):
     rc, result = run_module(module(tmp_path), args, tmp_path)

@@ -29,6 +29,7 @@ from ansible.plugins.loader import become_loader
 from ansible_collections.community.proxmox.plugins.connection import proxmox_pct_remote
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.playbook import REPO, run_playbook
 from standins.pct_sshd import PctSshd
 
@@ -350,20 +351,48 @@ def test_one_pct_exec_per_module_against_the_parents_several(lab):
     assert len(parent_execs) >= 3 * 3, [e.command for e in parent_execs]
 
 
-def test_a_drifted_file_is_found_and_fixed_through_the_pipelined_connection(lab):
-    root = lab[0]
-    managed = root / "ct" / "managed"
-    first, _execs = play(lab, PIPELINED, "drift.yml")
+@pytest.fixture(scope="module")
+def drift_runs(lab):
+    """The drift play's runs that two tests read, run once: a first run (the file written), an unchanged
+    run with the default remote_tmp and one with the inventories' (group_vars/proxmox_containers.yml),
+    a hand edit fixed with the default remote_tmp and another with the inventories'. Each run's result,
+    its pct execs and the managed file's text after it."""
+    managed = lab[0] / "ct" / "managed"
+    remote_tmp = {
+        yaml.safe_load((REPO / "inventories" / inv / "group_vars" / "proxmox_containers.yml").read_text())[
+            "ansible_remote_tmp"
+        ]
+        for inv in ("lab", "local")
+    }
+    runs = {"remote_tmp": remote_tmp}
+
+    def run(name: str, **more: object) -> None:
+        result, execs = play(lab, PIPELINED, "drift.yml", **more)
+        runs[name] = (result, execs, managed.read_text())
+
+    written = {"ansible_remote_tmp": next(iter(remote_tmp))} if len(remote_tmp) == 1 else {}
+    run("first")
+    run("again")  # unchanged, the default remote_tmp
+    run("written", **written)  # unchanged, the inventories' remote_tmp
+    managed.write_text("edited by hand\n")
+    run("fixed")
+    managed.write_text("drifted\n")
+    run("fixed_written", **written)
+    return runs
+
+
+def test_a_drifted_file_is_found_and_fixed_through_the_pipelined_connection(drift_runs):
+    first, _execs, text = drift_runs["first"]
     first.expect(0)
-    assert managed.read_text() == "managed\n"
-    again, _execs = play(lab, PIPELINED, "drift.yml")
+    assert text == "managed\n"
+    again, _execs, _text = drift_runs["again"]
     again.expect(0)
     assert "changed=0" in again.stdout
-    managed.write_text("edited by hand\n")
-    fixed, _execs = play(lab, PIPELINED, "drift.yml")
+    # after the hand edit
+    fixed, _execs, text = drift_runs["fixed"]
     fixed.expect(0)
     assert "changed=1" in fixed.stdout
-    assert managed.read_text() == "managed\n"
+    assert text == "managed\n"
 
 
 def test_a_stopped_container_fails_the_task_with_pcts_message(lab):
@@ -389,32 +418,25 @@ def test_a_changed_host_key_is_refused(lab):
     assert os.environ.get("ANSIBLE_HOST_KEY_CHECKING", "true").lower() not in ("0", "false", "no")
 
 
-def test_the_inventories_remote_tmp_saves_the_echo_of_home(lab):
+def test_the_inventories_remote_tmp_saves_the_echo_of_home(drift_runs):
     """Lever B: group_vars/proxmox_containers.yml writes remote_tmp out; an unchanged copy is then four
     pct exec instead of five (no `echo ~root`), and still compared with the file (drift found)."""
-    values = {
-        yaml.safe_load((REPO / "inventories" / inv / "group_vars" / "proxmox_containers.yml").read_text())[
-            "ansible_remote_tmp"
-        ]
-        for inv in ("lab", "local")
-    }
+    values = drift_runs["remote_tmp"]
     assert len(values) == 1
-    remote_tmp = values.pop()
-    play(lab, PIPELINED, "drift.yml")[0].expect(0)
-    default, default_execs = play(lab, PIPELINED, "drift.yml")
-    written, written_execs = play(lab, PIPELINED, "drift.yml", ansible_remote_tmp=remote_tmp)
+    drift_runs["first"][0].expect(0)
+    default, default_execs, _text = drift_runs["again"]
+    written, written_execs, _text = drift_runs["written"]
     for result in (default, written):
         result.expect(0)
         assert "changed=0" in result.stdout
     assert any("echo ~" in e.command for e in default_execs)
     assert not any("echo ~" in e.command for e in written_execs)
     assert len(written_execs) == len(default_execs) - 1
-    managed = lab[0] / "ct" / "managed"
-    managed.write_text("drifted\n")
-    fixed, _execs = play(lab, PIPELINED, "drift.yml", ansible_remote_tmp=remote_tmp)
+    # after a drift
+    fixed, _execs, text = drift_runs["fixed_written"]
     fixed.expect(0)
     assert "changed=1" in fixed.stdout
-    assert managed.read_text() == "managed\n"
+    assert text == "managed\n"
 
 
 # --- inventory values that reach the host's shell ---------------------------------------------
@@ -440,7 +462,7 @@ def test_a_missing_vmid_is_named():
     assert transport.opened == []
 
 
-@settings(max_examples=40)  # each example loads the plugin's options
+@settings(max_examples=examples(40))  # each example loads the plugin's options
 @given(st.one_of(st.integers(), st.text(alphabet="0123456789 -+_;$`x", min_size=1, max_size=12)))
 def test_any_vmid_reaches_the_command_as_digits_of_a_container_id_or_is_refused(vmid):
     chan = FakeChannel()
@@ -481,7 +503,7 @@ def test_a_plain_become_method_is_used_as_given(method):
     assert chan.command == f"{method} /usr/sbin/pct exec 101 -- {PYTHON_CMD}".encode()
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.text(max_size=24))
 def test_any_become_method_is_plain_words_or_refused(method):
     chan = FakeChannel()

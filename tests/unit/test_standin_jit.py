@@ -4,53 +4,39 @@ same absolute path (a copy elsewhere misses, as Triton's group files do on a rea
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from lib.standin import START_TIMEOUT_S, sglang_standin
 from lib.warm_cache import key_for
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import parse_startup
 
-STANDIN = Path(__file__).resolve().parents[1] / "standins" / "sglang_api.py"
 COLD_S, WARM_S = 1.2, 0.05
 
 
 def start(tmp_path: Path, cache: Path | None, *flags: str) -> dict:
     """Start the stand-in, wait for /ready, read its start phases from /metrics, stop it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_") and k != "SGLANG_CACHE_DIR"}
-    env.update(STANDIN_JIT_COLD_S=str(COLD_S), STANDIN_JIT_WARM_S=str(WARM_S), STANDIN_STARTUP_DELAY_S="0.2")
+    env = {"STANDIN_JIT_COLD_S": str(COLD_S), "STANDIN_JIT_WARM_S": str(WARM_S), "STANDIN_STARTUP_DELAY_S": "0.2"}
     if cache is not None:
         env["SGLANG_CACHE_DIR"] = str(cache)
-    port_file = tmp_path / "port"
-    port_file.unlink(missing_ok=True)
-    argv = ["--model-path", "m", "--port", "0", "--port-file", str(port_file), "--enable-metrics", *flags]
-    proc = subprocess.Popen([sys.executable, str(STANDIN), *argv], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{int(port_file.read_text())}"
+    with sglang_standin(tmp_path, "--enable-metrics", *flags, env=env, capture=True) as standin:
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(base + "/ready", timeout=5) as answer:
+                with urllib.request.urlopen(standin.url + "/ready", timeout=5) as answer:
                     if answer.status == 200:
                         break
             except urllib.error.HTTPError:
                 time.sleep(0.02)
-        with urllib.request.urlopen(base + "/metrics", timeout=5) as answer:
+        with urllib.request.urlopen(standin.url + "/metrics", timeout=5) as answer:
             phases = parse_startup(answer.read().decode())["phases"]
-    finally:
-        proc.terminate()
-        out, _err = proc.communicate(timeout=10)
-    state = re.search(r"^STANDIN_JIT (cold|warm) ", out, re.MULTILINE)
+    state = re.search(r"^STANDIN_JIT (cold|warm) ", standin.stdout, re.MULTILINE)
     return {"phases": phases, "state": state.group(1) if state else None}
 
 
@@ -74,21 +60,13 @@ def test_without_a_cache_dir_every_start_is_cold_and_writes_nothing(tmp_path):
 
 
 def test_no_jit_phase_unless_asked(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    port_file = tmp_path / "port"
-    argv = ["--model-path", "m", "--port", "0", "--port-file", str(port_file), "--enable-metrics"]
-    proc = subprocess.Popen([sys.executable, str(STANDIN), *argv], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        with urllib.request.urlopen(f"http://127.0.0.1:{int(port_file.read_text())}/metrics", timeout=5) as answer:
-            phases = parse_startup(answer.read().decode())["phases"]
-    finally:
-        proc.terminate()
-        out, _err = proc.communicate(timeout=10)
+    with (
+        sglang_standin(tmp_path, "--enable-metrics", capture=True) as standin,
+        urllib.request.urlopen(f"{standin.url}/metrics", timeout=5) as answer,
+    ):
+        phases = parse_startup(answer.read().decode())["phases"]
     assert set(phases) == {"load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"}
-    assert "STANDIN_JIT" not in out
+    assert "STANDIN_JIT" not in standin.stdout
 
 
 def test_the_artifact_carries_the_warm_start_to_the_next_node_at_the_same_path(tmp_path):

@@ -6,15 +6,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from lib.standin import sglang_standin
 from standins import sglang_api
 
 STANDIN = Path(sglang_api.__file__)
@@ -69,62 +67,41 @@ def test_bad_surface_is_refused(tmp_path):
         sglang_api.load_surface(str(bad))
 
 
-def _run(tmp_path, *flags, rate=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env["STANDIN_SURFACE"] = str(SURFACE)
+def _env(rate=None) -> dict[str, str]:
+    env = {"STANDIN_SURFACE": str(SURFACE)}
     if rate is not None:
         env["STANDIN_TOKENS_PER_S"] = str(rate)
-    port_file = tmp_path / "port"
-    proc = subprocess.Popen(
-        [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file), *flags],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return proc, port_file
+    return env
 
 
 def test_crash_exits_at_once_with_the_message(tmp_path):
-    proc, _port = _run(tmp_path, "--attention-backend", "fa3")
-    out, err = proc.communicate(timeout=15)
-    assert proc.returncode == 1
-    assert "FlashAttention v3" in err
-    assert '"mode": "crash"' in out
+    with sglang_standin(tmp_path, "--attention-backend", "fa3", env=_env(), capture=True, listen=False) as standin:
+        assert standin.wait_exit(timeout=15) == 1
+    assert "FlashAttention v3" in standin.stderr
+    assert '"mode": "crash"' in standin.stdout
 
 
 def test_oom_exits_after_its_delay_with_a_cuda_oom(tmp_path):
     start = time.monotonic()
-    proc, _port = _run(tmp_path, "--mem-fraction-static", "0.95")
-    _out, err = proc.communicate(timeout=15)
-    assert proc.returncode == 1
+    with sglang_standin(tmp_path, "--mem-fraction-static", "0.95", env=_env(), capture=True, listen=False) as standin:
+        assert standin.wait_exit(timeout=15) == 1
     assert time.monotonic() - start >= 1.0
-    assert "torch.OutOfMemoryError: CUDA out of memory" in err
+    assert "torch.OutOfMemoryError: CUDA out of memory" in standin.stderr
 
 
 def test_never_ready_listens_but_stays_503(tmp_path):
-    proc, port_file = _run(tmp_path, "--kv-cache-dtype", "fp8_e4m3")
-    try:
-        deadline = time.monotonic() + 10
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        port = int(port_file.read_text())
+    with sglang_standin(tmp_path, "--kv-cache-dtype", "fp8_e4m3", env=_env(), timeout=10) as standin:
         with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health_generate", timeout=5)
+            urllib.request.urlopen(f"{standin.url}/health_generate", timeout=5)
         assert info.value.code == 503
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
 
 
 @pytest.mark.parametrize(("rate", "expected"), [(None, 1600.0), (3740, 5984.0)])
 def test_the_rate_is_the_base_times_the_factors(tmp_path, rate, expected):
     # STANDIN_TOKENS_PER_S, when set, is the base (a lab keeps its rate for the profile it deploys)
-    proc, _port_file = _run(tmp_path, "--max-running-requests", "1024", rate=rate)
-    try:
-        line = proc.stdout.readline()
+    with sglang_standin(
+        tmp_path, "--max-running-requests", "1024", env=_env(rate), capture=True, listen=False
+    ) as standin:
+        line = standin.proc.stdout.readline()
         assert line.startswith("STANDIN_SURFACE ")
         assert json.loads(line.split(" ", 1)[1]) == {"mode": "serve", "tokens_per_s": expected}
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)

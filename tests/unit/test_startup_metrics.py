@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import http.server
 import math
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -19,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from standins import sglang_api
+from lib.standin import sglang_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import (
     CUDA_GRAPH_PHASES,
@@ -227,27 +224,6 @@ def test_check_cold_start_keeps_every_good_record(rec: dict) -> None:
 
 # ------------------------------------------------------------------ the stand-in and the module's read
 
-STANDIN = Path(sglang_api.__file__)
-
-
-def _standin(tmp_path: Path, delay: float, *flags: str) -> tuple[subprocess.Popen, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env["STANDIN_STARTUP_DELAY_S"] = str(delay)
-    port_file = tmp_path / "port"
-    proc = subprocess.Popen(
-        [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file), *flags],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if port_file.exists():
-            return proc, f"http://127.0.0.1:{port_file.read_text().strip()}"
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the stand-in did not start")
-
 
 def _get(url: str) -> tuple[int, str]:
     try:
@@ -258,18 +234,17 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def test_standin_reports_the_phases_it_spent(tmp_path: Path) -> None:
-    proc, base = _standin(tmp_path, 1.0, "--enable-metrics")
-    try:
+    with sglang_standin(tmp_path, "--enable-metrics", env={"STANDIN_STARTUP_DELAY_S": "1.0"}) as standin:
+        base = standin.url
         status, text = _get(base + "/metrics")
         assert status == 200
         assert parse_startup(text)["phases"] == {}  # not started yet: HELP and TYPE only, as prometheus_client
         assert "# TYPE sglang:startup_time_seconds gauge" in text
+        ready_by = time.monotonic() + 30
         while _get(base + "/ready")[0] != 200:
+            assert time.monotonic() < ready_by, "the stand-in was not ready within 30 s"
             time.sleep(0.05)
         got = sglang_server_ready._startup(base + "/metrics", 1.5)["startup"]
-    finally:
-        proc.terminate()
-        proc.wait(10)
     assert got["problems"] == []
     assert got["ready_s"] == 1.5
     phases, graphs = got["phases"], got["cuda_graph"]
@@ -285,12 +260,9 @@ def test_standin_reports_the_phases_it_spent(tmp_path: Path) -> None:
 
 
 def test_module_read_without_enable_metrics_is_a_problem(tmp_path: Path) -> None:
-    proc, base = _standin(tmp_path, 0.0)
-    try:
+    with sglang_standin(tmp_path, env={"STANDIN_STARTUP_DELAY_S": "0.0"}) as standin:
+        base = standin.url
         got = sglang_server_ready._startup(base + "/metrics", 1.0)["startup"]
-    finally:
-        proc.terminate()
-        proc.wait(10)
     assert got["phases"] == {}
     assert got["problems"] == [f"GET {base}/metrics answered 404: no phases read"]
 

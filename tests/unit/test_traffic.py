@@ -6,8 +6,6 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
+from lib.standin import sglang_standin
 from tools.traffic import (
     READ_BYTES,
     StreamReader,
@@ -34,7 +34,6 @@ from tools.traffic import (
 
 from tools import traffic
 
-STANDIN = Path(__file__).resolve().parents[1] / "standins" / "sglang_api.py"
 TRAFFIC = Path(traffic.__file__)
 # every reason a stream can fail with (the drill reports them by name)
 STREAM_REASONS = {
@@ -151,7 +150,7 @@ def test_complete_events_over_the_bound_fail_too() -> None:
     assert reader.close() == "stream_event_too_large"
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(n=st.integers(1, 40), cuts=st.lists(st.integers(0, 10_000), max_size=12))
 def test_a_correct_stream_is_ok_however_it_is_cut(n: int, cuts: list[int]) -> None:
     body = _cumulative(n)
@@ -314,36 +313,21 @@ def test_retry_refused_must_not_be_negative() -> None:
         parse_args(["--url", "http://127.0.0.1:1", "--retry-refused-s", "-1"])
 
 
-def _start_standin(tmp_path: Path, **env_extra: str):
-    port_file = tmp_path / "port"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env.update(env_extra)
-    argv = [sys.executable, str(STANDIN), "--model-path", "m", "--port", "0", "--port-file", str(port_file)]
-    proc = subprocess.Popen([*argv, "--enable-metrics"], env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not port_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{int(port_file.read_text())}"
-
-
 @pytest.fixture
 def standin(tmp_path: Path):
     """The SGLang stand-in at 20,000 tok/s with metrics, at most 2 requests running."""
-    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="20000", STANDIN_MAX_RUNNING="2")
-    try:
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+    env = {"STANDIN_TOKENS_PER_S": "20000", "STANDIN_MAX_RUNNING": "2"}
+    with sglang_standin(tmp_path, "--enable-metrics", env=env) as running:
+        yield running.url
 
 
 def test_the_standin_caps_one_requests_rate(tmp_path: Path) -> None:
     """STANDIN_REQUEST_TOKENS_PER_S=1000 at 20,000 tok/s: 400 tokens take 0.4 s alone and about as long
     with 4 running (the aggregate rate is not reached), as a batching GPU decodes."""
-    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="20000", STANDIN_REQUEST_TOKENS_PER_S="1000")
-    target = urllib.parse.urlsplit(url)
+    env = {"STANDIN_TOKENS_PER_S": "20000", "STANDIN_REQUEST_TOKENS_PER_S": "1000"}
     payload = json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}}).encode()
-    try:
+    with sglang_standin(tmp_path, "--enable-metrics", env=env) as running:
+        target = urllib.parse.urlsplit(running.url)
         took = []
         for clients in (1, 4):
             t0 = time.monotonic()
@@ -357,9 +341,6 @@ def test_the_standin_caps_one_requests_rate(tmp_path: Path) -> None:
             took.append(time.monotonic() - t0)
         assert 0.38 < took[0] < 3
         assert 0.38 < took[1] < 3
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
 
 
 def _run_traffic(*argv: str, timeout: float = 60) -> dict:
@@ -417,15 +398,13 @@ def test_load_fraction_of_a_given_capacity(standin: str) -> None:
 def test_load_fraction_of_a_probed_capacity(tmp_path: Path) -> None:
     """The probe reads sglang:generation_tokens_total while 4 clients keep the stand-in (4,000 tok/s,
     2 running) busy: its rate, roughly; the open loop then runs at the fraction of it."""
-    proc, url = _start_standin(tmp_path, STANDIN_TOKENS_PER_S="4000", STANDIN_MAX_RUNNING="2")
-    try:
+    env = {"STANDIN_TOKENS_PER_S": "4000", "STANDIN_MAX_RUNNING": "2"}
+    with sglang_standin(tmp_path, "--enable-metrics", env=env) as running:
+        url = running.url
         summary = _run_traffic(
             *("--url", url, "--load-fraction", "0.1", "--capacity-probe-s", "1.5", "--probe-concurrency", "4"),
             *("--metrics-url", url, "--max-new-tokens", "2000", "--stream", "--duration-s", "3"),
         )
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
     cap = summary["capacity"]
     assert cap["source"] == "metrics"
     # 4,000 configured: never more (a probe that counted a token twice, or used too short a window, reads

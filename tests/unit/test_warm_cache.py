@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lib.fuzz import examples
 from lib.warm_cache import hostile, key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
@@ -337,7 +338,7 @@ def test_any_hostile_artifact_gives_a_named_error_or_a_confined_restore(tmp_path
         assert_untouched({"cache": cache}, tree(cache), sandbox)
 
 
-@settings(max_examples=60)  # each example packs a cache: costly
+@settings(max_examples=examples(60))  # each example packs a cache: costly
 @given(st.integers(min_value=0, max_value=20_000))
 def test_a_truncated_artifact_gives_a_named_error(tmp_path_factory, cut):
     sandbox = tmp_path_factory.mktemp("cut")

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.deadline import deadline
+from lib.fuzz import examples
 from lib.warm_cache import hostile, key_for, make_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
@@ -141,7 +142,7 @@ def plant(directory: Path, name: str, kind: str, good: Path) -> None:
         path.write_bytes(b"")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.dictionaries(PLANTED_NAME, PLANTED_KIND, max_size=6), st.booleans())
 def test_find_artifact_takes_only_a_regular_file_named_by_a_digest(tmp_path_factory, planted, with_good):
     sandbox = tmp_path_factory.mktemp("planted")
@@ -318,7 +319,7 @@ def test_a_manifest_naming_a_file_as_a_directory_is_refused_by_name(node, tmp_pa
     assert sorted(os.listdir(node["cache"].parent)) == ["sglang"]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.text(alphabet="ab/", min_size=1, max_size=6), min_size=1, max_size=5, unique=True))
 def test_any_set_of_member_names_restores_whole_or_gives_a_named_error(tmp_path_factory, names):
     sandbox = tmp_path_factory.mktemp("names")
