@@ -12,6 +12,8 @@ import difflib
 import hashlib
 import json
 import os
+import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -362,32 +364,6 @@ BAD_INPUT_PLAY = f"""
 """
 
 
-def refused(tmp_path: Path, cases: list[dict]) -> Run:
-    """Run the role with each case's variables through the harness every role's bad input goes through.
-
-    Each case is {name, vars, expect[, host]}: the role, on its own inventory alias of localhost with the
-    case's variables, must fail with every text of `expect` in its error, and nothing may be added,
-    removed or changed under the node's directory (tmp_path/node: sglang_root, the uv cache; the
-    runner's own files stay outside it).
-    """
-    run = play(
-        tmp_path,
-        BAD_INPUT_PLAY,
-        {
-            "bad_input_target": "localhost",
-            "bad_input_role": "gpufleet.sglang.sglang",
-            "bad_input_gather_facts": False,
-            "bad_input_watch": [str(tmp_path / "node")],
-            "bad_input_cases": cases,
-        },
-    )
-    # rc 0: every case failed with its texts and the watched files are as they were (the harness
-    # fails otherwise); each case's host rescued its failure once
-    assert run.rc == 0, run.output
-    assert run.output.count("rescued=1 ") == len(cases), run.output
-    return run
-
-
 def node_role_vars(tmp_path: Path, **more) -> dict:
     """role_vars for SGLang 0.5.23 under tmp_path/node, the directory the bad-input cases watch."""
     node = tmp_path / "node"
@@ -395,75 +371,126 @@ def node_role_vars(tmp_path: Path, **more) -> dict:
     return role_vars(node, "0.5.23", **more)
 
 
-def test_role_refuses_too_old_python(tmp_path):
-    host = "old-python"
-    cases = [
-        {
-            "name": "interpreter older than sglang_python_min_version",
-            "host": host,
-            "vars": node_role_vars(tmp_path, sglang_python_min_version="9.0"),
-            "expect": [f"{sys.executable} on {host} is Python", "needs Python >= 9.0"],
-        }
-    ]
-    refused(tmp_path, cases)
-    assert not (tmp_path / "node" / "opt-sglang").exists()
+INSTALLER_INPUTS = [
+    ("unknown-installer", {"sglang_installer": "conda"}, ["sglang_installer", "conda", "uv, pip"]),
+    ("symlink-link-mode", {"sglang_uv_link_mode": "symlink"}, ["sglang_uv_link_mode", "symlink"]),
+    (
+        "relative-cache",
+        {"sglang_uv_cache_dir": "var/cache/uv"},
+        ["sglang_uv_cache_dir='var/cache/uv'", "absolute path"],
+    ),
+    ("dotdot-cache", {"sglang_uv_cache_dir": "/srv/../etc"}, ["sglang_uv_cache_dir='/srv/../etc'", "without '..'"]),
+    ("unpinned-uv", {"sglang_uv_version": "latest"}, ["sglang_uv_version='latest'", "exact version"]),
+]
 
 
-def test_role_rejects_bad_input(tmp_path):
-    cases = [
-        {
-            "name": "unknown sglang_source",
-            "vars": node_role_vars(tmp_path, sglang_source="svn"),
-            "expect": ["sglang_source", "svn"],
-        }
-    ]
-    refused(tmp_path, cases)
-    assert not (tmp_path / "node" / "opt-sglang").exists()
+class Refused:
+    """Every bad-input case of this module in one run of the harness (it runs all cases at once, each on
+    its own host): each test asserts that the run passed and that its own host rescued its failure."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.missing = tmp_path / "node" / "not-mounted"
+        self.cases = [
+            {
+                "name": "interpreter older than sglang_python_min_version",
+                "host": "old-python",
+                "vars": node_role_vars(tmp_path, sglang_python_min_version="9.0"),
+                "expect": [f"{sys.executable} on old-python is Python", "needs Python >= 9.0"],
+            },
+            {
+                "name": "unknown sglang_source",
+                "host": "unknown-source",
+                "vars": node_role_vars(tmp_path, sglang_source="svn"),
+                "expect": ["sglang_source", "svn"],
+            },
+            *(
+                {
+                    "name": f"installer input {more}",
+                    "host": f"installer-{name}",
+                    "vars": node_role_vars(tmp_path, **more),
+                    "expect": expected,
+                }
+                for name, more, expected in INSTALLER_INPUTS
+            ),
+            {
+                "name": "sglang_uv_cache_dir does not exist",
+                "host": "unmounted-cache",
+                "vars": node_role_vars(tmp_path, sglang_uv_cache_dir=str(self.missing)),
+                "expect": [
+                    f"sglang_uv_cache_dir={self.missing} on unmounted-cache does not exist",
+                    "proxmox_lxc_gpu_wheel_cache",
+                ],
+            },
+        ]
+        self.run = play(
+            tmp_path,
+            BAD_INPUT_PLAY,
+            {
+                "bad_input_target": "localhost",
+                "bad_input_role": "gpufleet.sglang.sglang",
+                "bad_input_gather_facts": False,
+                "bad_input_watch": [str(tmp_path / "node")],
+                "bad_input_cases": self.cases,
+            },
+        )
+
+    def assert_refused(self, host: str) -> None:
+        """rc 0: every case failed with its texts and the watched files are as they were (the harness fails
+        otherwise); each case's host rescued its failure once, `host` among them."""
+        assert host in [c["host"] for c in self.cases]
+        assert self.run.rc == 0, self.run.output
+        assert self.run.output.count("rescued=1 ") == len(self.cases), self.run.output
+        assert re.search(rf"^{re.escape(host)}\s+:.* rescued=1 ", self.run.output, re.MULTILINE), self.run.output
+        assert not (self.tmp_path / "node" / "opt-sglang").exists()
 
 
-@pytest.mark.parametrize(
-    ("more", "expected"),
-    [
-        ({"sglang_installer": "conda"}, ["sglang_installer", "conda", "uv, pip"]),
-        ({"sglang_uv_link_mode": "symlink"}, ["sglang_uv_link_mode", "symlink"]),
-        ({"sglang_uv_cache_dir": "var/cache/uv"}, ["sglang_uv_cache_dir='var/cache/uv'", "absolute path"]),
-        ({"sglang_uv_cache_dir": "/srv/../etc"}, ["sglang_uv_cache_dir='/srv/../etc'", "without '..'"]),
-        ({"sglang_uv_version": "latest"}, ["sglang_uv_version='latest'", "exact version"]),
-    ],
-    ids=["unknown-installer", "symlink-link-mode", "relative-cache", "dotdot-cache", "unpinned-uv"],
-)
-def test_role_rejects_bad_installer_input(tmp_path, more, expected):
-    cases = [{"name": f"installer input {more}", "vars": node_role_vars(tmp_path, **more), "expect": expected}]
-    refused(tmp_path, cases)
-    assert not (tmp_path / "node" / "opt-sglang").exists()
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> Refused:
+    return Refused(tmp_path_factory.mktemp("bad-input"))
 
 
-def test_role_refuses_a_missing_shared_cache_and_creates_nothing(tmp_path):
+def test_role_refuses_too_old_python(refused):
+    refused.assert_refused("old-python")
+
+
+def test_role_rejects_bad_input(refused):
+    refused.assert_refused("unknown-source")
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in INSTALLER_INPUTS])
+def test_role_rejects_bad_installer_input(refused, name):
+    refused.assert_refused(f"installer-{name}")
+
+
+def test_role_refuses_a_missing_shared_cache_and_creates_nothing(refused):
     """A cache path that is not there (the bind mount is missing) would give a private, unshared
     cache on the container's disk: the role stops before it creates anything."""
-    host = "unmounted-cache"
-    missing = tmp_path / "node" / "not-mounted"
-    cases = [
-        {
-            "name": "sglang_uv_cache_dir does not exist",
-            "host": host,
-            "vars": node_role_vars(tmp_path, sglang_uv_cache_dir=str(missing)),
-            "expect": [f"sglang_uv_cache_dir={missing} on {host} does not exist", "proxmox_lxc_gpu_wheel_cache"],
-        }
-    ]
-    refused(tmp_path, cases)
-    assert not missing.exists()
-    assert not (tmp_path / "node" / "opt-sglang").exists()
+    refused.assert_refused("unmounted-cache")
+    assert not refused.missing.exists()
 
 
 # ---- uv, the host-shared wheel cache and the pip fallback, through a real index -----------
 
 
-@pytest.fixture
-def index():
-    served = WheelIndex([wheel_path("0.5.23"), uv_wheel_path(UV_VERSION)])
+@pytest.fixture(scope="module")
+def served_index():
+    """One index for the module: its URL is part of the release pins, so releases of different tests
+    that share a cache (node_a) are the same release."""
+    # max-age an hour, not PyPI's 600 s: under load the tests that read node-a's cache run minutes after it was
+    # filled, and a cached project page must still be fresh when the index stops serving SGLang
+    served = WheelIndex([wheel_path("0.5.23"), uv_wheel_path(UV_VERSION)], max_age=3600)
     yield served
     served.down()
+
+
+@pytest.fixture
+def index(served_index):
+    """The module's index as a test finds it: serving every project, no request seen yet."""
+    served_index.blocked.clear()
+    served_index.requests.clear()
+    yield served_index
+    served_index.blocked.clear()
 
 
 def node_vars(tmp_path: Path, node: str, index: WheelIndex, cache: Path, **more) -> dict:
@@ -479,31 +506,58 @@ def node_vars(tmp_path: Path, node: str, index: WheelIndex, cache: Path, **more)
     return role_vars(tmp_path, "0.5.23", **{**settings, **more})
 
 
+class NodeA:
+    """node-a of a host installed from an empty shared cache, with what each step left: the check-mode run
+    before it, the install, the index's requests after each, the cache's entries after the check."""
+
+    def __init__(self, tmp_path: Path, index: WheelIndex):
+        self.tmp_path = tmp_path
+        self.cache = tmp_path / "host-wheel-cache"
+        self.cache.mkdir()
+        index.blocked.clear()
+        index.requests.clear()
+        self.check = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, self.cache), check=True)
+        self.node_exists_after_check = (tmp_path / "node-a").exists()
+        self.cache_after_check = list(self.cache.iterdir())
+        self.requests_after_check = list(index.requests)
+        self.first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, self.cache))
+        self.requests_after_first = list(index.requests)
+        facts = tmp_path / "facts-node-a.json"
+        self.facts = json.loads(facts.read_text()) if facts.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def node_a(tmp_path_factory, served_index) -> NodeA:
+    """One uv install of node-a into an empty shared cache, for the tests that start from it: the
+    second-node test reads it and installs more nodes from its cache; the damaged-cache test damages a copy."""
+    return NodeA(tmp_path_factory.mktemp("node-a-host"), served_index)
+
+
 def release_files(release: Path) -> dict[str, str]:
     """sha256 of every file of the sglang package in a release, by path below site-packages."""
     site = next(release.glob("venv/lib/python*/site-packages"))
     return {str(p.relative_to(site)): sha(p) for p in sorted(site.glob("sglang/**/*.py"))}
 
 
-def test_uv_second_node_takes_the_wheels_from_the_shared_cache(tmp_path, index):
-    cache = tmp_path / "host-wheel-cache"
-    cache.mkdir()
+def test_uv_second_node_takes_the_wheels_from_the_shared_cache(node_a, index):
+    # node-a's host (its check-mode run, its install and the shared cache) comes from the node_a fixture
+    tmp_path, cache = node_a.tmp_path, node_a.cache
 
-    check = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache), check=True)
+    check = node_a.check
     assert check.rc == 0, check.output
     assert "is not installed yet" in check.output
-    assert not (tmp_path / "node-a").exists()
-    assert list(cache.iterdir()) == []
-    assert index.requests == []
+    assert not node_a.node_exists_after_check
+    assert node_a.cache_after_check == []
+    assert node_a.requests_after_check == []
 
-    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache))
+    first = node_a.first
     assert first.rc == 0, first.output
-    facts_a = json.loads((tmp_path / "facts-node-a.json").read_text())
+    facts_a = node_a.facts
     assert facts_a["version"] == "0.5.23"
     assert facts_a["patch_state"] == "enabled_upstream"
     assert (tmp_path / f"node-a/tools/uv-{UV_VERSION}/bin/uv").is_file()
-    assert len(index.wheel_downloads("sglang")) == 1, index.requests
-    assert len(index.wheel_downloads("uv")) == 1, index.requests
+    assert len(index.wheel_downloads("sglang", node_a.requests_after_first)) == 1, node_a.requests_after_first
+    assert len(index.wheel_downloads("uv", node_a.requests_after_first)) == 1, node_a.requests_after_first
     site_a = Path(facts_a["site_packages"])
     assert list(site_a.glob("sglang/__pycache__/version.cpython-*.pyc")), "uv --compile-bytecode wrote no .pyc"
     assert (site_a / "sglang/version.py").stat().st_nlink == 1  # copied, not linked to the cache
@@ -570,14 +624,15 @@ def test_two_nodes_install_at_once_into_one_shared_cache(tmp_path, index):
     assert release_files(Path(b)) == release_files(Path(a))
 
 
-def test_damaged_cache_cannot_become_current(tmp_path, index):
+def test_damaged_cache_cannot_become_current(tmp_path, node_a, index):
     """A cache entry that lost a file (a partial or damaged cache) gives a release that fails
     verification: no manifest, current not switched."""
-    cache = tmp_path / "host-wheel-cache"
-    cache.mkdir()
-    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-a", index, cache))
+    # a copy of the cache node-a filled (node_a fixture): the other tests keep theirs whole
+    first = node_a.first
     assert first.rc == 0, first.output
-    autotune = json.loads((tmp_path / "facts-node-a.json").read_text())["autotune_file"]
+    cache = tmp_path / "host-wheel-cache"
+    shutil.copytree(node_a.cache, cache, symlinks=True)
+    autotune = node_a.facts["autotune_file"]
     relpath = autotune.split("site-packages/", 1)[1]
     damaged = list(cache.glob(f"archive-v0/*/{relpath}"))
     assert len(damaged) == 1, damaged
@@ -594,7 +649,10 @@ def test_damaged_cache_cannot_become_current(tmp_path, index):
 def test_pip_fallback_installs_the_same_release_and_uv_keeps_it(tmp_path, index):
     cache = tmp_path / "host-wheel-cache"
     cache.mkdir()
-    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="pip"))
+    # pip without its bytecode compile (4,719 modules; the uv test checks uv's .pyc): pins and release stay one
+    # for both installers, the arguments being the same
+    pip_args = {"sglang_pip_extra_args": ["--no-deps", "--no-compile"]}
+    first = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="pip", **pip_args))
     assert first.rc == 0, first.output
     facts = json.loads((tmp_path / "facts-node-p.json").read_text())
     assert facts["version"] == "0.5.23"
@@ -605,7 +663,7 @@ def test_pip_fallback_installs_the_same_release_and_uv_keeps_it(tmp_path, index)
     assert list(cache.iterdir()) == []  # pip does not touch uv's cache
 
     # Switching the installer does not reinstall: same pins, same release; uv is not even fetched.
-    switched = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="uv"))
+    switched = play(tmp_path, ROLE_PLAY, node_vars(tmp_path, "node-p", index, cache, sglang_installer="uv", **pip_args))
     assert switched.rc == 0, switched.output
     assert switched.changed == 0, switched.output
     assert json.loads((tmp_path / "facts-node-p.json").read_text())["release_id"] == facts["release_id"]

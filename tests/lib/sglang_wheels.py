@@ -137,8 +137,10 @@ class WheelIndex:
             return self.files[parts[1]].read_bytes(), "application/octet-stream"
         return None, ""
 
-    def wheel_downloads(self, project: str) -> list[str]:
-        return [p for p in self.requests if p.startswith("/files/") and _project(p.split("/")[-1]) == project]
+    def wheel_downloads(self, project: str, requests: list[str] | None = None) -> list[str]:
+        """The wheel files of `project` asked for: among `requests` (a copy of `requests` taken earlier) or all."""
+        seen = self.requests if requests is None else requests
+        return [p for p in seen if p.startswith("/files/") and _project(p.split("/")[-1]) == project]
 
     def down(self) -> None:
         self.server.shutdown()
