@@ -134,7 +134,8 @@ def stored(downloaded, tmp_path) -> tuple[HubStandIn, Path]:
 
 
 def test_first_download_then_nothing(tmp_path, hub):
-    h = hub("--size-mb", "16", "--rate-mbps", "6")
+    # 8 s at 1 MiB/s: the job runs well past the first wait (model_store_poll_s, 1 s), so a progress line shows
+    h = hub("--size-mb", "8", "--rate-mbps", "1")
     first = run_role(tmp_path, [model(h)])
     assert first.rc == 0, first.output
     facts = first.facts["tiny"]
