@@ -9,7 +9,9 @@ stand-in's stderr. The fixtures return a ``start(*flags, **env)`` function and s
 they started at the end of the test:
 
 - ``standin``: tests/standins/sglang_api.py, the SGLang HTTP API (:class:`SGLangStandIn`);
-- ``hub``: tests/standins/hf_hub.py, the Hugging Face Hub (:class:`HubStandIn`).
+- ``hub``: tests/standins/hf_hub.py, the Hugging Face Hub (:class:`HubStandIn`);
+- ``module_hub``: the same, started once per test module and stopped at its end (for a set-up that
+  several tests share, e.g. a snapshot downloaded once; a test that reads the request log takes ``hub``).
 """
 
 from __future__ import annotations
@@ -131,3 +133,10 @@ def standin(tmp_path: Path) -> Iterator[Callable[..., SGLangStandIn]]:
 def hub(tmp_path: Path) -> Iterator[Callable[..., HubStandIn]]:
     """``start(*flags)`` -> a running :class:`HubStandIn`; all are stopped at the end."""
     yield from _starter(lambda *flags: HubStandIn(tmp_path, *flags))  # type: ignore[misc]
+
+
+@pytest.fixture(scope="module")
+def module_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HubStandIn]]:
+    """``start(*flags)`` -> a running :class:`HubStandIn` that lives until the test module ends."""
+    where = tmp_path_factory.mktemp("module-hub")
+    yield from _starter(lambda *flags: HubStandIn(where, *flags))  # type: ignore[misc]

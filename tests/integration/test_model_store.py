@@ -6,6 +6,10 @@
 The Hub is tests/standins/hf_hub.py on a random loopback port (it logs every request, so a test
 can prove that a second run asks the Hub nothing). The role builds its venv with the pinned
 huggingface_hub from PyPI once per machine (the venv path is kept in GPUFLEET_CACHE).
+
+Tests that start from a store already holding the snapshot (to damage it, copy it, run on it) get a
+copy of one store that the ``downloaded`` fixture fetched once for the module from its own Hub
+stand-in (``stored``): a run of the role costs seconds of CPU, and the download is the same each time.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 import urllib.request
 from pathlib import Path
@@ -99,8 +104,38 @@ def snapshot_files(path: Path) -> dict[str, str]:
     }
 
 
+class Downloaded:
+    """A store holding the snapshot, fetched once per module from ``hub`` (a first run, checked)."""
+
+    def __init__(self, hub: HubStandIn, store: Path, facts: dict) -> None:
+        self.hub, self.store, self.facts = hub, store, facts
+
+    def copy_to(self, tmp_path: Path) -> Path:
+        """A copy of the store at ``tmp_path / "store"`` (where :func:`run_role` keeps it; its links,
+        all relative, kept as links); returns the snapshot directory in the copy."""
+        shutil.copytree(self.store, tmp_path / "store", symlinks=True)
+        return tmp_path / "store" / Path(self.facts["path"]).relative_to(self.store)
+
+
+@pytest.fixture(scope="module")
+def downloaded(module_hub, tmp_path_factory) -> Downloaded:
+    h = module_hub("--size-mb", "1")
+    where = tmp_path_factory.mktemp("downloaded")
+    first = run_role(where, [model(h)])
+    assert first.rc == 0, first.output
+    assert first.facts["tiny"]["verified"] is True
+    return Downloaded(h, where / "store", first.facts["tiny"])
+
+
+@pytest.fixture
+def stored(downloaded, tmp_path) -> tuple[HubStandIn, Path]:
+    """The module's Hub stand-in and the snapshot directory of a copy of its store in ``tmp_path``."""
+    return downloaded.hub, downloaded.copy_to(tmp_path)
+
+
 def test_first_download_then_nothing(tmp_path, hub):
-    h = hub("--size-mb", "16", "--rate-mbps", "6")
+    # 8 s at 1 MiB/s: the job runs well past the first wait (model_store_poll_s, 1 s), so a progress line shows
+    h = hub("--size-mb", "8", "--rate-mbps", "1")
     first = run_role(tmp_path, [model(h)])
     assert first.rc == 0, first.output
     facts = first.facts["tiny"]
@@ -133,10 +168,8 @@ def test_corrupted_download_is_fetched_again(tmp_path, hub):
     assert len([r for r in downloads(h) if r["path"].endswith("model.safetensors")]) == 2
 
 
-def test_full_verify_finds_a_file_damaged_on_disk(tmp_path, hub):
-    h = hub("--size-mb", "4")
-    assert run_role(tmp_path, [model(h)]).rc == 0
-    snap = Path(run_role(tmp_path, [model(h)]).facts["tiny"]["path"])
+def test_full_verify_finds_a_file_damaged_on_disk(tmp_path, stored):
+    h, snap = stored  # a store where the snapshot was downloaded and verified
     good = snap.joinpath("config.json").read_bytes()
     snap.joinpath("config.json").write_bytes(good.replace(b"64", b"65"))
     quick = run_role(tmp_path, [model(h)])
@@ -207,13 +240,10 @@ def test_bad_declarations_are_named_before_any_change(tmp_path, hub):
     assert not (tmp_path / "store").exists()
 
 
-def test_local_source_and_check_mode(tmp_path, hub):
-    h = hub("--size-mb", "2")
+def test_local_source_and_check_mode(tmp_path, downloaded):
     (tmp_path / "a").mkdir()
-    first = run_role(tmp_path / "a", [model(h)])
-    assert first.rc == 0, first.output
-    src = Path(first.facts["tiny"]["path"])
-    commit = first.facts["tiny"]["commit"]
+    src = downloaded.copy_to(tmp_path / "a")  # another host's store, downloaded from the Hub
+    commit = downloaded.facts["commit"]
     local = {
         "name": "tiny",
         "repo": "gpufleet-test/tiny-moe",
@@ -393,11 +423,9 @@ def test_refs_recorded_with_credentials_by_an_older_version_are_removed(tmp_path
         (lambda p: (p.unlink(), os.mkfifo(p)), "is a FIFO, not a regular file"),
     ],
 )
-def test_a_snapshot_record_of_the_wrong_shape_is_named(tmp_path, hub, damage, why):
-    h = hub("--size-mb", "1")
-    first = run_role(tmp_path, [model(h)])
-    assert first.rc == 0, first.output
-    record = Path(first.facts["tiny"]["path"]) / ".gpufleet-model.json"
+def test_a_snapshot_record_of_the_wrong_shape_is_named(tmp_path, stored, damage, why):
+    h, snap = stored  # a store where the snapshot was downloaded and verified
+    record = snap / ".gpufleet-model.json"
     damage(record)
     run = run_role(tmp_path, [model(h)])
     assert run.rc != 0
