@@ -12,7 +12,10 @@ name=${1:?usage: stage.sh NAME COMMAND [ARG...]}
 shift
 logs=${GPUFLEET_TEST_LOGS:-.cache/test-logs}
 nice_level=${STAGE_NICE:-0}
-[[ $nice_level =~ ^[0-9]+$ ]] && ((nice_level <= 19)) || { echo "stage.sh: STAGE_NICE must be 0..19, not '$nice_level'" >&2; exit 2; }
+if ! [[ $nice_level =~ ^[0-9]+$ ]] || ((nice_level > 19)); then
+  echo "stage.sh: STAGE_NICE must be 0..19, not '$nice_level'" >&2
+  exit 2
+fi
 mkdir -p "$logs"
 log="$logs/$name.log"
 echo "=== $name started (log: $log$( ((nice_level > 0)) && echo ", nice $nice_level"))"

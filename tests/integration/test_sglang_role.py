@@ -458,7 +458,7 @@ def test_role_rejects_bad_input(refused):
     refused.assert_refused("unknown-source")
 
 
-@pytest.mark.parametrize("name", [name for name, _, _ in INSTALLER_INPUTS])
+@pytest.mark.parametrize("name", [case[0] for case in INSTALLER_INPUTS])
 def test_role_rejects_bad_installer_input(refused, name):
     refused.assert_refused(f"installer-{name}")
 
