@@ -166,14 +166,14 @@ molecule: venv images
 # stage) runs at normal priority, every other stage at niceness TEST_NICE: when both want the CPU,
 # the critical path gets it and the others fill the rest, instead of stretching the longest stage.
 # Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
-# wall time and how busy the machine was (from /proc/stat).
+# wall time and how busy the machine was (from /proc/stat), also when a stage failed.
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
 TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
 TEST_CRITICAL ?= fleet
 TEST_NICE ?= 5
 test: lint images wheels parser-venv
-	@cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; \
+	@cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
 	     unit) set -- $(BIN)/pytest -q --durations=15 tests/unit ;; \
@@ -183,10 +183,12 @@ test: lint images wheels parser-venv
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
-	   STAGE_NICE=$$nice_level exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {}; \
+	   STAGE_NICE=$$nice_level exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {} || rc=$$?; \
 	cpu1=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); \
-	echo "$$cpu0 $$cpu1 $$((SECONDS - t0)) $$(getconf CLK_TCK) $$(nproc)" | awk '{busy = ($$3 - $$1) / $$6; idle = ($$4 - $$2) / $$6; \
-	  printf "make test: all stages passed in %d s; the machine (%d cores) was busy %.0f%% of that time (%.0f CPU s)\n", $$5, $$7, 100 * busy / (busy + idle), busy}'
+	echo "$$cpu0 $$cpu1 $$((SECONDS - t0)) $$(getconf CLK_TCK) $$(nproc) $$rc" | awk '{busy = ($$3 - $$1) / $$6; idle = ($$4 - $$2) / $$6; \
+	  printf "make test: %s in %d s; the machine (%d cores) was busy %.0f%% of that time (%.0f CPU s)\n", \
+	    ($$8 == 0 ? "all stages passed" : "a stage FAILED (its block above says which)"), $$5, $$7, 100 * busy / (busy + idle), busy}'; \
+	exit $$rc
 
 lab: venv images
 	bash tests/harness/lab.sh up
