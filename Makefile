@@ -173,7 +173,8 @@ TEST_JOBS ?= 3
 TEST_CRITICAL ?= fleet
 TEST_NICE ?= 5
 test: lint images wheels parser-venv
-	@cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
+	@rm -f "$(GPUFLEET_TEST_LOGS)/.failed"; \
+	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
 	     unit) set -- $(BIN)/pytest -q --durations=15 tests/unit ;; \
@@ -187,7 +188,8 @@ test: lint images wheels parser-venv
 	cpu1=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); \
 	echo "$$cpu0 $$cpu1 $$((SECONDS - t0)) $$(getconf CLK_TCK) $$(nproc) $$rc" | awk '{busy = ($$3 - $$1) / $$6; idle = ($$4 - $$2) / $$6; \
 	  printf "make test: %s in %d s; the machine (%d cores) was busy %.0f%% of that time (%.0f CPU s)\n", \
-	    ($$8 == 0 ? "all stages passed" : "a stage FAILED (its block above says which)"), $$5, $$7, 100 * busy / (busy + idle), busy}'; \
+	    ($$8 == 0 ? "all stages passed" : "a stage FAILED (named below)"), $$5, $$7, 100 * busy / (busy + idle), busy}'; \
+	bash tests/harness/stage.sh --report; \
 	exit $$rc
 
 lab: venv images

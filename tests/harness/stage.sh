@@ -5,12 +5,26 @@
 # process it waited for; a container's own processes are not among them), so that stages running
 # at the same time stay readable and each stage shows what it costs. Exits with the stage's status.
 #   usage: stage.sh NAME COMMAND [ARG...]
+#          stage.sh --report   (after the stages: each failed stage's name and the lines of its log
+#                              that say why, short enough to be in the last lines of make's output)
 # STAGE_NICE (default 0): the stage runs at this niceness (make test runs every stage but the
 # critical path's at TEST_NICE, so that the longest stage keeps its pace on a small machine).
 set -uo pipefail
-name=${1:?usage: stage.sh NAME COMMAND [ARG...]}
+name=${1:?usage: stage.sh NAME COMMAND [ARG...] | --report}
 shift
 logs=${GPUFLEET_TEST_LOGS:-.cache/test-logs}
+failed_list="$logs/.failed"
+if [[ $name == --report ]]; then
+  # a CI page shows only the end of the output: name what failed, and why, last
+  [[ -s $failed_list ]] || exit 0
+  while read -r stage; do
+    echo "=== FAILED: $stage; the last lines of $logs/$stage.log that say why:"
+    grep -E 'fatal:|FAILED|CRITICAL|ERROR|Error|Traceback|assert|SystemExit|timed out|UNREACHABLE' "$logs/$stage.log" |
+      grep -v 'RETRYING\|failed=0' | tail -n 12 | cut -c1-400
+  done <"$failed_list"
+  echo "=== failed stages: $(tr '\n' ' ' <"$failed_list")"
+  exit 0
+fi
 nice_level=${STAGE_NICE:-0}
 if ! [[ $nice_level =~ ^[0-9]+$ ]] || ((nice_level > 19)); then
   echo "stage.sh: STAGE_NICE must be 0..19, not '$nice_level'" >&2
@@ -34,5 +48,6 @@ rm -f "$log.times"
   echo "=== $name: begin of log"
   cat "$log"
   echo "=== $name $result in $((SECONDS - start)) s (CPU ${cpu} s)"
+  if ((rc != 0)); then echo "$name" >>"$failed_list"; fi
 } 9>"$logs/.print.lock"
 exit "$rc"
