@@ -177,10 +177,10 @@ test: lint images wheels parser-venv
 	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
-	     unit) set -- $(BIN)/pytest -q --durations=15 tests/unit ;; \
+	     unit) set -- $(BIN)/pytest -q --durations=40 tests/unit ;; \
 	     sanity) set -- bash tests/harness/sanity.sh ;; \
-	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=15 tests/integration/test_sglang_role.py ;; \
-	     integration-other) set -- $(BIN)/pytest -q --durations=25 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
+	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=40 tests/integration/test_sglang_role.py ;; \
+	     integration-other) set -- $(BIN)/pytest -q --durations=40 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
