@@ -25,51 +25,31 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
+sys.path.insert(0, str(REPO / "tests"))
+from lib.standin import sglang_standin  # tests/lib: one way to start a stand-in
+
 TRAFFIC = REPO / "tests" / "tools" / "traffic.py"
 NODE_TOKENS_PER_S = 3000
-
-
-def proc_cpu_s(pid: int) -> float:
-    """user+system seconds of a running process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(interval: int, args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     """One run in its own directory ``tmp`` (its port file, its summary)."""
     tmp.mkdir()
-    port_file = tmp / "port"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env.update(STANDIN_TOKENS_PER_S=str(NODE_TOKENS_PER_S), STANDIN_REQUEST_TOKENS_PER_S="375")
+    env = {"STANDIN_TOKENS_PER_S": str(NODE_TOKENS_PER_S), "STANDIN_REQUEST_TOKENS_PER_S": "375"}
     env["STANDIN_STARTUP_DELAY_S"] = "0"
-    argv = [sys.executable, str(STANDIN), "--model-path", "bench/model", "--port", "0", "--port-file", str(port_file)]
-    server = subprocess.Popen(
-        [*argv, "--stream-interval", str(interval)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while not port_file.exists():
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the stand-in (interval {interval}) did not start")
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{int(port_file.read_text(encoding='ascii'))}"
+    with sglang_standin(tmp, "--stream-interval", str(interval), env=env, timeout=20) as server:
         summary = tmp / "summary.json"
-        client_argv = [sys.executable, str(TRAFFIC), "--url", url, "--api", "openai", "--stream"]
+        client_argv = [sys.executable, str(TRAFFIC), "--url", server.url, "--api", "openai", "--stream"]
         client_argv += ["--load-fraction", str(args.load_fraction), "--capacity-tokens-per-s", str(NODE_TOKENS_PER_S)]
         client_argv += ["--max-new-tokens", "4000,8000,12000", "--duration-s", str(args.duration_s), "--seed", "1"]
         client_argv += ["--report-every-s", "3600", "--summary", str(summary)]
         before = os.times()
         client = subprocess.run(client_argv, stdout=subprocess.DEVNULL, timeout=args.duration_s + 120, check=False)
         after = os.times()
-        server_cpu = proc_cpu_s(server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server_cpu = server.cpu_s()
     client_cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     if client.returncode != 0 or not summary.exists():
         raise SystemExit(f"traffic.py (interval {interval}) exited {client.returncode}")

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,35 +32,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
+sys.path.insert(0, str(REPO / "tests"))
+from lib.standin import Standin, sglang_standin  # tests/lib: one way to start a stand-in
+
 TRAFFIC = REPO / "tests" / "tools" / "traffic.py"
-
-
-class StandIn:
-    def __init__(self, rate: float, tmp: Path) -> None:
-        port_file = tmp / "port"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-        env["STANDIN_TOKENS_PER_S"] = str(rate)
-        self.proc = subprocess.Popen(
-            [sys.executable, str(STANDIN), "--model-path", "bench/model", "--port", "0", "--port-file", str(port_file)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("stand-in did not start")
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
-
-    def cpu_s(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
-            parts = fh.read().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=10)
 
 
 def run_client(argv: list[str], limit_s: float, mem_mb: int = 0) -> dict[str, object]:
@@ -109,7 +83,7 @@ def run_client(argv: list[str], limit_s: float, mem_mb: int = 0) -> dict[str, ob
     }
 
 
-def measure(label: str, script: Path, server: StandIn, run: tuple[int, int, float, int]) -> dict[str, object]:
+def measure(label: str, script: Path, server: Standin, run: tuple[int, int, float, int]) -> dict[str, object]:
     """One generator run of (clients, tokens per request, time limit, address-space limit in MB)."""
     clients, tokens, limit_s, mem_mb = run
     argv = [sys.executable, str(script), "--url", server.url, "--concurrency", str(clients)]
@@ -147,8 +121,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        server = StandIn(args.standin_tokens_per_s, tmp)
-        try:
+        with sglang_standin(tmp, env={"STANDIN_TOKENS_PER_S": str(args.standin_tokens_per_s)}) as server:
             if args.before_rev:
                 if not shutil.which("prlimit"):
                     raise SystemExit("prlimit (util-linux) is needed to cap the old generator's memory")
@@ -166,8 +139,6 @@ def main() -> int:
             for clients in (int(c) for c in args.clients.split(",")):
                 limit = 30 + 3 * clients * args.tokens / args.standin_tokens_per_s
                 rows.append(measure("after", TRAFFIC, server, (clients, args.tokens, limit, 0)))
-        finally:
-            server.stop()
     print(
         f"traffic generator at {args.tokens}-token native cumulative streams, stand-in at"
         f" {args.standin_tokens_per_s:.0f} tok/s shared by the running requests"

@@ -25,17 +25,30 @@ import pytest
 from lib.standin import STANDIN, Standin, hub_standin, standin_process
 
 
-class SGLangStandIn:
-    """tests/standins/sglang_api.py serving ``test/model`` with metrics; ``env`` sets STANDIN_* faults."""
+class _Running:
+    """A started stand-in (``process``, a tests/lib/standin.py ``Standin``) as a fixture hands it out."""
 
-    def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, *flags: str, **env: str) -> None:
-        args = ("--model-path", "test/model", "--host", "127.0.0.1", "--port", "0", "--enable-metrics", *flags)
-        self.process: Standin = stack.enter_context(standin_process(STANDIN, tmp_path, *args, env=env))
-        self.port, self.url = self.process.port, self.process.url
+    process: Standin
+
+    @property
+    def port(self) -> int:
+        return self.process.port
+
+    @property
+    def url(self) -> str:
+        return self.process.url
 
     def stop(self) -> None:
         """Stop it now (its port closes); the fixture's own stop at the end is then a no-op."""
         self.process.stop()
+
+
+class SGLangStandIn(_Running):
+    """tests/standins/sglang_api.py serving ``test/model`` with metrics; ``env`` sets STANDIN_* faults."""
+
+    def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, *flags: str, **env: str) -> None:
+        args = ("--model-path", "test/model", "--host", "127.0.0.1", "--port", "0", "--enable-metrics", *flags)
+        self.process = stack.enter_context(standin_process(STANDIN, tmp_path, *args, env=env))
 
     def generation_tokens(self) -> float:
         with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
@@ -45,7 +58,7 @@ class SGLangStandIn:
         raise AssertionError("stand-in /metrics has no sglang:generation_tokens_total")
 
 
-class HubStandIn:
+class HubStandIn(_Running):
     """tests/standins/hf_hub.py; gated repositories want ``token``; every request is logged to ``log``."""
 
     token = "hf_gated_secret_8c1f2e"
@@ -53,11 +66,7 @@ class HubStandIn:
     def __init__(self, stack: contextlib.ExitStack, tmp_path: Path, *flags: str) -> None:
         self.log = tmp_path / f"hub-{time.monotonic_ns()}.jsonl"
         args = ("--log", str(self.log), "--token", self.token, *flags)
-        self.process: Standin = stack.enter_context(hub_standin(tmp_path, *args))
-        self.port, self.url = self.process.port, self.process.url
-
-    def stop(self) -> None:
-        self.process.stop()
+        self.process = stack.enter_context(hub_standin(tmp_path, *args))
 
     def requests(self) -> list[dict]:
         if not self.log.exists():

@@ -105,6 +105,11 @@ class Standin:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 
+    def cpu_s(self) -> float:
+        """user + system seconds the stand-in's own process has used so far (from /proc/PID/stat; benchmarks)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def tail(self) -> str:
         if self.log is not None and self.log.exists():
             return tail(self.log.read_text(encoding="utf-8", errors="replace"), "")
