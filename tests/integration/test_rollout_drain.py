@@ -142,8 +142,12 @@ def test_idle_node_drains_at_once_budget_from_the_gate(tmp_path, fleet):
 
 def test_running_and_queued_are_waited_for(tmp_path, fleet):
     node, other, gw = fleet
-    load_node(node.url, 3, 60)  # 2 run, 1 waits: 12 s for the first two at 10 tok/s shared, then 6 s more
-    rc, msgs, out = run(tmp_path, gw, node.url, other.url)
+    # 2 run, 1 waits: 30 s for the first two at 10 tok/s shared, then 15 s more. The play must reach its drain
+    # while the third still waits: on a loaded test machine its start and the baselines' read took over 12 s
+    # (the 60-token streams this had: it saw 1 running, 0 queued). The server's stop budget (the ceiling, no
+    # baseline here) is raised so that the 45 s of work fit in it however soon the drain starts.
+    load_node(node.url, 3, 150)
+    rc, msgs, out = run(tmp_path, gw, node.url, other.url, sglang_server_drain_budget_s=120)
     assert rc == 0, out
     f = fact(msgs)
     assert (f["outcome"], int(f["running_at_start"]), int(f["queued_at_start"])) == ("drained", 2, 1)
