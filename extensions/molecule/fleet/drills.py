@@ -243,6 +243,13 @@ def failure_message(output: str) -> str:
     return str(json.loads(f'"{match.group(1)}"'))
 
 
+def health_checks(output: str, node: str) -> int:
+    """How many times the play's output shows ``node``'s GPU health check (sglang_server's entry point health)."""
+    blocks = output.split("TASK [")[1:]
+    mine = [b for b in blocks if b.startswith("gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)]")]
+    return sum(len(re.findall(rf"^(?:ok|changed): \[{node}\]", b, re.MULTILINE)) for b in mine)
+
+
 def expect(cond: bool, what: str, output: str = "") -> None:
     if not cond:
         raise SystemExit(f"FAILED: {what}\n{output[-6000:]}")
@@ -446,6 +453,9 @@ def drill_unreachable() -> None:
     expect(all(again["node3"][k] != mid["node3"][k] for k in "35"), "node3 got the new environment", out2)
     expect(re.search(r"node2: drained in [0-9.]+ s", out2) is not None, "node2 went through the detour", out2)
     expect(re.search(r"node1: drained in", out2) is None, "node1 was not taken out", out2)
+    # GPU health before the rollout on each node, and again before the gateway only on those that left it
+    checks = {n: health_checks(out2, n) for n in NODES}
+    expect(checks == {"node1": 1, "node2": 2, "node3": 2}, f"GPU health checks per node {checks}", out2)
     expect_rolled_first("node2", "held out by an unfinished rollout", out2)
     expect(not marks(), f"no node held out of rotation ({marks()})")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
