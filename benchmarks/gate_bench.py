@@ -33,19 +33,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import random
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from lib.standin import Standin, sglang_standin  # tests/lib: one way to start a stand-in
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import meter as gate_meter
@@ -57,43 +61,15 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.client import
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.limits import trial_memory_ceiling
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.stats import Design, evaluate
 
-STANDIN = REPO / "tests" / "standins" / "sglang_api.py"
 
-
-class StandIn:
-    def __init__(self, rate: float, *flags: str) -> None:
-        self.tmp = tempfile.TemporaryDirectory()
-        port_file = Path(self.tmp.name) / "port"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-        env["STANDIN_TOKENS_PER_S"] = str(rate)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(STANDIN),
-                *("--model-path", "bench/model", "--port", "0"),
-                "--port-file",
-                str(port_file),
-                *flags,
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("stand-in did not start")
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
-
-    def cpu_s(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
-            parts = fh.read().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=10)
-        self.tmp.cleanup()
+@contextlib.contextmanager
+def standin(rate: float, *flags: str) -> Iterator[Standin]:
+    """The SGLang stand-in at ``rate`` tok/s (0: as fast as it goes) with ``flags``, stopped on leaving the block."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gate-bench-") as tmp,
+        sglang_standin(Path(tmp), *flags, env={"STANDIN_TOKENS_PER_S": str(rate)}) as server,
+    ):
+        yield server
 
 
 def ceiling(quick: bool) -> None:
@@ -104,8 +80,7 @@ def ceiling(quick: bool) -> None:
     )
     for conc in (256, 2048):
         raise_nofile(conc)
-        server = StandIn(0)
-        try:
+        with standin(0) as server:
             out_len = 128 if quick else 256
             client = LoadClient(server.url, Shape("native", "", 16, out_len), conc, 120)
             requests = conc * (2 if quick else 3)
@@ -115,8 +90,6 @@ def ceiling(quick: bool) -> None:
             r = asyncio.run(client.run_trial(requests))
             cpu = time.process_time() - c0
             s1 = server.cpu_s()
-        finally:
-            server.stop()
         if r.errors:
             print(f"    {conc:>11} errors: {r.errors}")
             continue
@@ -131,8 +104,7 @@ def accuracy(quick: bool) -> None:
     print("(b) accuracy: measured vs configured tok/s (concurrency 64, 3 trials, median)")
     print(f"    {'configured':>10} {'measured':>10} {'error':>8}  trials")
     for rate in (1000.0, 5000.0, 20000.0):
-        server = StandIn(rate)
-        try:
+        with standin(rate) as server:
             out_len = 128
             seconds = 2.0 if quick else 4.0
             requests = max(128, int(rate * seconds / out_len))
@@ -145,8 +117,6 @@ def accuracy(quick: bool) -> None:
                 if r.errors:
                     raise SystemExit(f"accuracy run failed: {r.errors}")
                 values.append(r.output_tokens_per_s)
-        finally:
-            server.stop()
         med = sorted(values)[1]
         print(
             f"    {rate:>10.0f} {med:>10.1f} {(med - rate) / rate * 100:>+7.2f}%  "
@@ -292,8 +262,7 @@ def memory(quick: bool) -> None:
         f"{'measured':>10} {'ceiling':>10}"
     )
     for conc, requests, input_len, output_len, flags in MEMORY_SHAPES[:1] if quick else MEMORY_SHAPES:
-        server = StandIn(0, *flags)
-        try:
+        with standin(0, *flags) as server:
             out = subprocess.run(
                 [
                     sys.executable,
@@ -307,8 +276,6 @@ def memory(quick: bool) -> None:
                 timeout=300,
                 check=True,
             ).stdout.split()
-        finally:
-            server.stop()
         added_kib, events, errors = (int(x) for x in out[-3:])
         ceiling = trial_memory_ceiling(conc, requests, input_len, output_len)
         print(
