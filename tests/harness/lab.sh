@@ -78,7 +78,7 @@ up() {
   fi
 
   # a new lab-pve1 starts without the stand-in kernel module: no /proc state from an old one
-  if [[ "$(podman inspect -f '{{.State.Running}}' lab-pve1 2>/dev/null)" != true ]]; then
+  if ! bash "$repo/tests/harness/pve-standin.sh" running lab-pve1; then
     rm -rf "${state:?}/proc" && mkdir -p "$state/proc"
   fi
   bash "$repo/tests/harness/pve-standin.sh" up lab-pve1 "$lab_ssh_port" "$state/ssh" "$known_hosts" \

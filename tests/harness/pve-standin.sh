@@ -11,12 +11,17 @@
 #       keys, read from the container itself (podman exec, not over the network), so host key
 #       checking stays on; returns once `ssh -o StrictHostKeyChecking=yes` logs in (30 s deadline).
 #   pve-standin.sh down NAME PORT KNOWN_HOSTS
+#   pve-standin.sh running NAME
+#       exits 0 when NAME runs: podman says so AND a command runs in it (podman's record can say
+#       running for a container whose processes are gone, as after the machine was restored)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 image=localhost/gpufleet-test:debian12
 log() { printf '[pve-standin] %s\n' "$*"; }
-running() { [[ "$(podman inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" == "true" ]]; }
+running() {
+  [[ "$(podman inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" == "true" ]] && podman exec "$1" true >/dev/null 2>&1
+}
 
 wait_systemd() {
   local name=$1 _
@@ -88,6 +93,8 @@ case "$cmd" in
       up "$@" ;;
   down) (($# == 3)) || { echo "usage: pve-standin.sh down NAME PORT KNOWN_HOSTS" >&2; exit 2; }
       down "$@" ;;
-  *) echo "usage: pve-standin.sh up NAME PORT STATE_DIR KNOWN_HOSTS [podman run options] | down NAME PORT KNOWN_HOSTS" >&2
+  running) (($# == 1)) || { echo "usage: pve-standin.sh running NAME" >&2; exit 2; }
+      running "$@" ;;
+  *) echo "usage: pve-standin.sh up NAME PORT STATE_DIR KNOWN_HOSTS [podman run options] | down NAME PORT KNOWN_HOSTS | running NAME" >&2
      exit 2 ;;
 esac
