@@ -26,12 +26,13 @@ MOLECULE_JOBS ?= 1
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
 
-.PHONY: fuzz-stats help venv harness images wheels lint sanity venv-newest newest unit parser-venv integration molecule test lab lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
+.PHONY: fuzz-stats help venv harness images wheels lint sanity venv-newest newest unit parser-venv integration molecule test lab lab-newest lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
 
 help:
 	@echo "make lab      simulated lab: images, hosts, site.yml, summary"
 	@echo "make test     everything CI runs (lint, sanity, unit, integration, molecule)"
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
+	@echo "make lab-newest   site.yml on the running lab with the newest supported toolchain (.venv-newest)"
 	@echo "make newest   unit suite and sanity on the newest supported toolchain (.venv-newest, Python 3.13)"
 	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
 	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
@@ -195,6 +196,11 @@ test: lint images wheels parser-venv
 lab: venv images
 	bash tests/harness/lab.sh up
 	bash tests/harness/lab.sh converge
+
+# site.yml on the running lab (make lab first) with the newest supported toolchain (.venv-newest:
+# Python 3.13, the newest ansible-core and ansible with community.proxmox 2.x)
+lab-newest: venv-newest
+	LAB_VENV=$(CURDIR)/$(NEWEST_VENV) bash tests/harness/lab.sh converge
 
 lab-down:
 	bash tests/harness/lab.sh down

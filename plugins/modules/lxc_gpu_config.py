@@ -191,6 +191,11 @@ entries:
   type: list
   elements: list
   sample: [["dev0", "/dev/nvidia0,mode=0666"]]
+path:
+  description: O(path) as given (the container's config path the role publishes).
+  returned: always
+  type: str
+  sample: /etc/pve/lxc/101.conf
 dest:
   description: The file read and written, O(path) with symlinks resolved.
   returned: always
@@ -282,6 +287,7 @@ def run_module() -> None:
     dest = os.path.realpath(path)
     result: dict = {
         "changed": False,
+        "path": path,
         "dest": dest,
         "exists": False,
         "gpus": [],

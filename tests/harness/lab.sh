@@ -41,8 +41,10 @@ lab_gateway_vmid=100
 # the SGLang nodes as the gateway reaches them (inventories/local: lab-sglang1..3)
 lab_node_urls=(http://127.0.0.1:30001 http://127.0.0.1:30002 http://127.0.0.1:30003)
 known_hosts=$HOME/.ssh/known_hosts
-# the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too)
-[[ -x "$repo/.venv/bin/ansible-playbook" ]] && export PATH="$repo/.venv/bin:$PATH"
+# the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too); LAB_VENV picks
+# another one, as `make lab-newest` does with .venv-newest (docs/supported-versions.md)
+lab_venv=${LAB_VENV:-$repo/.venv}
+[[ -x "$lab_venv/bin/ansible-playbook" ]] && export PATH="$lab_venv/bin:$PATH"
 export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
 
@@ -142,6 +144,7 @@ converge() {
   mkdir -p "$state"
   local start=$SECONDS rc=0
   log "ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml $*"
+  log "toolchain: $(command -v ansible-playbook): $(ansible-playbook --version | sed -n '1s/^ansible-playbook //p;s/^  python version = \([^ ]*\).*/Python \1/p' | paste -sd ' ')"
   ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml "$@" 2>&1 | tee "$state/last-run.log" || rc=$?
   local took=$((SECONDS - start))
   echo

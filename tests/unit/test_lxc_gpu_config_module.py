@@ -99,6 +99,8 @@ def test_symlinked_config_writes_the_target_and_keeps_the_link(tmp_path, dev_dir
     assert rc == 0, result
     assert result["changed"] is True
     assert result["dest"] == str(target)
+    # the path as given, which the role publishes as the container's config (proxmox_lxc_gpu_facts)
+    assert result["path"] == str(link)
     assert link.is_symlink()
     assert os.readlink(link) == str(target)
     assert "dev0: /dev/nvidia0,mode=0666" in target.read_text()
