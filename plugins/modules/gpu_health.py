@@ -23,17 +23,12 @@ description:
   - Xid codes whose NVIDIA immediate action is a GPU reset, a reboot, or the ECC/NVLink workflow (for example
     48, 64, 74, 79, 95, 119, 120, 140) make the GPU V(failed); any other Xid makes it V(degraded).
     docs/gpu-health.md has the table and the sources.
+  - When O(nvidia_smi_path) is missing or fails, the node is V(failed) with nvidia-smi's message as the reason.
   - Read-only, except that with O(textfile) it writes the result as Prometheus text for node-exporter's
     textfile collector (the metrics docs/monitoring.md names); in check mode nothing is written.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
-  nvidia_smi_path:
-    description:
-      - The nvidia-smi program. A bare name is looked up on E(PATH); a path containing V(/) is used as is.
-      - When it is missing or fails, the node is V(failed) with nvidia-smi's message as the reason.
-    type: str
-    default: nvidia-smi
   kernel_log:
     description:
       - Where the Xid lines come from.
@@ -146,6 +141,8 @@ options:
     type: str
     choices: [none, degraded, failed]
     default: none
+extends_documentation_fragment:
+  - gpufleet.sglang.nvidia_smi
 attributes:
   check_mode:
     support: full
@@ -292,7 +289,6 @@ textfile:
   sample: {"path": "/var/lib/prometheus/node-exporter/gpufleet_gpu_health.prom", "written": true}
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -311,6 +307,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health_
     render,
     write_textfile,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.host_calls import host_calls
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import CLOCK_EVENT_REASONS
 
 ARGUMENT_SPEC = {
@@ -349,13 +346,7 @@ def run_module() -> None:
         supports_check_mode=True,
     )
 
-    def which(name: str) -> str | None:
-        if "/" in name:
-            return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
-        return module.get_bin_path(name)
-
-    def run(argv: list[str]) -> tuple[int, str, str]:
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
+    which, run = host_calls(module)
 
     def read_file(path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as handle:

@@ -25,11 +25,6 @@ description:
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
 options:
-  nvidia_smi_path:
-    description:
-      - The nvidia-smi program. A bare name is looked up on E(PATH); a path containing V(/) is used as is.
-    type: str
-    default: nvidia-smi
   proc_version_path:
     description: Path of the kernel module's version file.
     type: path
@@ -54,6 +49,8 @@ options:
         RV(driver_version=null)) and warns instead.
     type: bool
     default: true
+extends_documentation_fragment:
+  - gpufleet.sglang.nvidia_smi
 attributes:
   check_mode:
     support: full
@@ -169,7 +166,6 @@ nccl_env:
   sample: {"NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": "1"}
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -178,6 +174,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_info im
     collect,
     empty_result,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.host_calls import host_calls
 
 ARGUMENT_SPEC = {
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
@@ -192,13 +189,7 @@ ARGUMENT_SPEC = {
 def run_module() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
-    def which(name: str) -> str | None:
-        if "/" in name:
-            return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
-        return module.get_bin_path(name)
-
-    def run(argv: list[str]) -> tuple[int, str, str]:
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
+    which, run = host_calls(module)
 
     result = empty_result()
     warnings: list[str] = []

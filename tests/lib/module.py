@@ -8,12 +8,14 @@ on stdout. The collection's module_utils come from collections/ (the checkout's 
   ``check`` (check mode), ``env`` (its own variables over the caller's environment), ``fsize``
   (RLIMIT_FSIZE in the module's process: a write that fails half-way), ``wrap`` (the command line
   that runs the module's argv: a private mount namespace, dropped capabilities).
+- :func:`documented_options`: a module's documented options, its doc fragments merged in.
 - :func:`in_mount_namespace`: a ``wrap`` that runs a shell ``setup`` first in a private mount
   namespace (``unshare --mount``): a read-only bind mount, a tiny tmpfs.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -24,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+import yaml
 from lib.playbook import DEFAULT_TIMEOUT_S, REPO, tail
 
 Wrap = Callable[[list[str]], list[str]]
@@ -95,3 +98,18 @@ def in_mount_namespace(setup: str, *, exec_module: bool = True) -> Wrap:
         return ["unshare", "--mount", "sh", "-ec", f"{setup}; {run}"]
 
     return wrap
+
+
+def documented_options(documentation: str) -> dict[str, dict]:
+    """A module's DOCUMENTATION options with those of its ``extends_documentation_fragment`` merged in
+    as ansible-doc and validate-modules merge them (an option of the module's own wins)."""
+    doc = yaml.safe_load(documentation)
+    options: dict[str, dict] = {}
+    for name in doc.get("extends_documentation_fragment") or []:
+        parts = name.split(".")
+        assert parts[:2] == ["gpufleet", "sglang"], f"fragment {name} is not this collection's"
+        fragment = importlib.import_module(f"ansible_collections.gpufleet.sglang.plugins.doc_fragments.{parts[2]}")
+        text = getattr(fragment.ModuleDocFragment, parts[3].upper() if len(parts) > 3 else "DOCUMENTATION")
+        options.update(yaml.safe_load(text).get("options") or {})
+    options.update(doc.get("options") or {})
+    return options

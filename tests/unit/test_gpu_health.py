@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.module import documented_options
 from lib.nvidia import FIX, LOGS, PROFILES, STANDIN, VARIANTS, module_args, read, run_gpu_health, run_standin
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
@@ -538,7 +538,7 @@ def test_threshold_errors(opts, message):
 
 def test_documentation_matches_argument_spec_and_defaults():
     """What validate-modules checks, here too: each option's type, default, choices and elements."""
-    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
+    documented = documented_options(module.DOCUMENTATION)
     assert set(documented) == set(module.ARGUMENT_SPEC)
     for name, spec in module.ARGUMENT_SPEC.items():
         for key in ("type", "default", "choices", "elements"):

@@ -30,6 +30,7 @@ import os
 import secrets
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 # fsync on a directory is refused by some file systems (FUSE, for example PVE's pmxcfs, answers
 # EINVAL or ENOSYS): the rename is then as durable as that file system makes it.
@@ -95,17 +96,10 @@ def _write_fd(fd: int, data: bytes, mode: int, uid: int | None, gid: int | None)
         os.close(fd)
 
 
-def replace_file(
-    path: str,
-    data: bytes,
-    *,
-    mode: int = 0o644,
-    uid: int | None = None,
-    gid: int | None = None,
-    prefix: str = ".gpufleet.",
-) -> None:
-    """Atomically replace (or create) ``path`` with ``data``; see the module docstring."""
-    tmp = stage_file(path, data, mode=mode, uid=uid, gid=gid, prefix=prefix)
+def replace_file(path: str, data: bytes, **options: Any) -> None:
+    """Atomically replace (or create) ``path`` with ``data``; see the module docstring. ``options``:
+    those of :func:`stage_file` (mode, uid, gid, prefix)."""
+    tmp = stage_file(path, data, **options)
     with _temporary(f"cannot write {path}") as pending:
         pending.append(tmp)
         os.replace(tmp, path)

@@ -110,17 +110,25 @@ class FileState:
         }
 
 
+def _lstat(path: str, named: str) -> os.stat_result | None:
+    """``os.lstat(path)``, None when it does not exist; any other error a DeploymentError that says
+    ``cannot read <named>``."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DeploymentError(f"cannot read {named}: {exc.strerror}") from exc
+
+
 def _read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_result] | None:
     """The bytes and stat of the regular file ``path`` (None when it does not exist), read without
     ever blocking or following a link: ``lstat`` first, then ``O_NOFOLLOW | O_NONBLOCK`` and the
     same file checked again on the open descriptor (a FIFO, device, socket, link or directory is
     refused, never opened for reading)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    st = _lstat(path, f"{what} {path}")
+    if st is None:
         return None
-    except OSError as exc:
-        raise DeploymentError(f"cannot read {what} {path}: {exc.strerror}") from exc
     if not stat.S_ISREG(st.st_mode):
         raise DeploymentError(
             f"{what} {path} is not a regular file (a {_kind(st.st_mode)}); refusing to read it: "
@@ -377,12 +385,9 @@ def confine_record(root: str, name: str) -> str:
         path = confine(os.path.abspath(root), name, "deployment record")
     except PathError as exc:
         raise DeploymentError(str(exc)) from exc
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    st = _lstat(path, path)
+    if st is None:
         return path
-    except OSError as exc:
-        raise DeploymentError(f"cannot read {path}: {exc.strerror}") from exc
     if "/" not in name.rstrip("/") and not stat.S_ISDIR(st.st_mode):
         raise DeploymentError(f"deployment record {path} is not a directory (a {_kind(st.st_mode)}); remove it")
     return path
