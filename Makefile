@@ -157,10 +157,12 @@ molecule: venv images
 	  'echo "=== molecule test -s $$0"; start=$$SECONDS; \
 	   $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
 
-# lint first (a minute or two; a broken tree stops here), then every other stage in one pool of
-# TEST_JOBS stages at a time, longest first, so that a worker that finishes takes the next stage:
-# the molecule scenarios, the integration tests (in two stages: the sglang role's real-wheel
-# installs, and the rest), the unit tests and ansible-test sanity, and the same two on the newest
+# Every stage in one pool of TEST_JOBS stages at a time, longest first, so that a worker that
+# finishes takes the next stage: the molecule scenarios, lint (yamllint, ruff, ansible-lint, the
+# changelog, role docs and promtool checks: a stage like the others since lint alone before the
+# pool used one core for about a minute and a half while the other idled), the integration tests
+# (in two stages: the sglang role's real-wheel installs, and the rest), the unit tests and
+# ansible-test sanity, and the same two on the newest
 # ansible-core and ansible (`newest`: .venv-newest, Python 3.13; docs/supported-versions.md). Unit and sanity use about one
 # core each; run alone before the pool (as they did) they left the second core idle for ~15 min.
 # The critical path (TEST_CRITICAL, the fleet scenario: mostly waits on its servers, and the longest
@@ -169,11 +171,11 @@ molecule: venv images
 # Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
 # wall time and how busy the machine was (from /proc/stat), also when a stage failed.
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
-TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
 TEST_CRITICAL ?= fleet
 TEST_NICE ?= 5
-test: lint images wheels parser-venv
+test: venv harness images wheels parser-venv
 	@rm -f "$(GPUFLEET_TEST_LOGS)/.failed"; \
 	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
@@ -183,6 +185,7 @@ test: lint images wheels parser-venv
 	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=40 tests/integration/test_sglang_role.py ;; \
 	     integration-other) set -- $(BIN)/pytest -q --durations=40 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
+	     lint) set -- $(MAKE) --no-print-directory lint ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
 	   STAGE_NICE=$$nice_level exec bash tests/harness/stage.sh "$${name:-$$0}" "$$@"' {} || rc=$$?; \
@@ -193,8 +196,11 @@ test: lint images wheels parser-venv
 	bash tests/harness/stage.sh --report; \
 	exit $$rc
 
+# LAB_PVE_RELEASE=debian13: lab-pve1 on Debian 13 (Proxmox VE 9) instead of Debian 12 (Proxmox VE 8);
+# a lab that runs the other one is refused (make lab-down first)
+LAB_PVE_RELEASE ?= debian12
 lab: venv images
-	bash tests/harness/lab.sh up
+	LAB_PVE_RELEASE=$(LAB_PVE_RELEASE) bash tests/harness/lab.sh up
 	bash tests/harness/lab.sh converge
 
 # site.yml on the running lab (make lab first) with the newest supported toolchain (.venv-newest:

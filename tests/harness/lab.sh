@@ -44,6 +44,9 @@ known_hosts=$HOME/.ssh/known_hosts
 # the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too); LAB_VENV picks
 # another one, as `make lab-newest` does with .venv-newest (docs/supported-versions.md)
 lab_venv=${LAB_VENV:-$repo/.venv}
+# LAB_PVE_RELEASE (default debian12, Proxmox VE 8): lab-pve1's Debian release; debian13 is Proxmox VE 9
+# (pve-standin.sh). The guests stay Debian 12 either way, as on a Proxmox VE 9 host that keeps its CTs.
+export PVE_STANDIN_RELEASE=${LAB_PVE_RELEASE:-debian12}
 [[ -x "$lab_venv/bin/ansible-playbook" ]] && export PATH="$lab_venv/bin:$PATH"
 export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
@@ -144,6 +147,7 @@ converge() {
   mkdir -p "$state"
   local start=$SECONDS rc=0
   log "ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml $*"
+  log "lab-pve1: $(podman exec lab-pve1 sh -c '. /etc/os-release; echo "$PRETTY_NAME, $(python3 --version)"')"
   log "toolchain: $(command -v ansible-playbook): $(ansible-playbook --version | sed -n '1s/^ansible-playbook //p;s/^  python version = \([^ ]*\).*/Python \1/p' | paste -sd ' ')"
   ANSIBLE_FORCE_COLOR=0 ansible-playbook site.yml -i inventories/local -e @tests/harness/lab-standins.yml "$@" 2>&1 | tee "$state/last-run.log" || rc=$?
   local took=$((SECONDS - start))

@@ -14,10 +14,19 @@
 #   pve-standin.sh running NAME
 #       exits 0 when NAME runs: podman says so AND a command runs in it (podman's record can say
 #       running for a container whose processes are gone, as after the machine was restored)
+# PVE_STANDIN_RELEASE (default debian12): the Debian release of the host, as Proxmox VE ships it:
+# debian12 (bookworm, Python 3.11, LXC 5) is Proxmox VE 8, debian13 (trixie, Python 3.13, LXC 6) is
+# Proxmox VE 9; the image is make images' localhost/gpufleet-test:<release>. `up` refuses a NAME that
+# runs another release (lab.sh down first) instead of leaving the old one up.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-image=localhost/gpufleet-test:debian12
+release=${PVE_STANDIN_RELEASE:-debian12}
+case $release in
+  debian12 | debian13) ;;
+  *) echo "pve-standin.sh: PVE_STANDIN_RELEASE must be debian12 (Proxmox VE 8) or debian13 (Proxmox VE 9), not '$release'" >&2; exit 2 ;;
+esac
+image=localhost/gpufleet-test:$release
 log() { printf '[pve-standin] %s\n' "$*"; }
 running() {
   [[ "$(podman inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" == "true" ]] && podman exec "$1" true >/dev/null 2>&1
@@ -47,9 +56,16 @@ up() {
   local entry="[127.0.0.1]:$port" keys="" _
   mkdir -p "$state" && chmod 700 "$state"
   [[ -f "$state/id_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -C "gpufleet-$name" -f "$state/id_ed25519"
-  if ! running "$name"; then
+  if running "$name"; then
+    local runs
+    runs=$(podman inspect -f '{{.ImageName}}' "$name")
+    if [[ $runs != "$image" ]]; then
+      log "$name runs $runs, not $image (PVE_STANDIN_RELEASE=$release): take it down first (make lab-down)"
+      return 1
+    fi
+  else
     podman rm -f "$name" >/dev/null 2>&1 || true
-    log "starting $name (ssh on 127.0.0.1:$port)"
+    log "starting $name ($release, ssh on 127.0.0.1:$port)"
     podman run -d --name "$name" --hostname "$name" --systemd=always \
       --privileged --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
       -p "127.0.0.1:$port:22" \
