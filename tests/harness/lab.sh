@@ -68,10 +68,17 @@ up() {
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "uv==$uv_version"
   fi
 
-  # huggingface_hub for the model_store role's venv, as an air-gapped fleet gets it: a wheelhouse
-  if ! ls "$cache/wheels/hf/huggingface_hub-$lab_hf_hub_version-"*.whl >/dev/null 2>&1; then
-    log "downloading huggingface_hub==$lab_hf_hub_version and its dependencies (wheels)"
-    python3 -m pip download -q --only-binary=:all: -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
+  # huggingface_hub for the model_store role's venv on lab-pve1, as an air-gapped fleet gets it: a
+  # wheelhouse for the host's own Python (3.11 on Debian 12, 3.13 on Debian 13: some of its
+  # dependencies, pyyaml for one, are compiled wheels for one CPython); one marker per Python
+  local pve_python
+  pve_python=$([[ $PVE_STANDIN_RELEASE == debian13 ]] && echo 3.13 || echo 3.11)
+  if [[ ! -f "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python" ]]; then
+    log "downloading huggingface_hub==$lab_hf_hub_version and its dependencies (wheels for CPython $pve_python)"
+    python3 -m pip download -q --only-binary=:all: --python-version "$pve_python" --implementation cp \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+      --platform linux_x86_64 -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
+    touch "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python"
   fi
 
   # the smg gateway and its dependencies (CPython 3.11 as in the Debian 12 guests), as a wheelhouse
