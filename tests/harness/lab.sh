@@ -163,14 +163,17 @@ converge() {
   sed -n '/^PLAY RECAP/,/^$/p' "$state/last-run.log" | tail -n +2
   sed -n '/Summary of the throughput gate/,/^$/p' "$state/last-run.log" | tail -n +3 | sed 's/^ *//'
   # Prometheus in the gateway's CT (playbooks/monitoring.yml): every scrape target and its health,
-  # once each has been scraped (a new Prometheus reports 'unknown' until its first scrape; 45 s deadline)
+  # once each has been scraped (a new Prometheus lists no target until it has loaded its scrape
+  # config, then 'unknown' until each target's first scrape; 45 s deadline)
   podman exec lab-pve1 python3 -c "import json, time, urllib.request
 deadline = time.monotonic() + 45
 while True:
     targets = json.load(urllib.request.urlopen('http://127.0.0.1:9090/api/v1/targets', timeout=5))['data']['activeTargets']
-    if all(t['health'] != 'unknown' for t in targets) or time.monotonic() > deadline:
+    if (targets and all(t['health'] != 'unknown' for t in targets)) or time.monotonic() > deadline:
         break
     time.sleep(2)
+if not targets:
+    print('prometheus: no scrape target after 45 s')
 for t in sorted(targets, key=lambda t: (t['labels'].get('job', ''), t['scrapeUrl'])):
     print(f\"prometheus target {t['labels'].get('job')} {t['labels'].get('node')} {t['scrapeUrl']}: {t['health']}\")" \
     2>/dev/null || echo "prometheus: no answer on the gateway's CT (127.0.0.1:9090)"
