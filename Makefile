@@ -196,11 +196,10 @@ test: venv harness images wheels parser-venv
 	bash tests/harness/stage.sh --report; \
 	exit $$rc
 
-# LAB_PVE_RELEASE=debian13: lab-pve1 on Debian 13 (Proxmox VE 9) instead of Debian 12 (Proxmox VE 8);
-# a lab that runs the other one is refused (make lab-down first)
-LAB_PVE_RELEASE ?= debian12
+# make lab LAB_PVE_RELEASE=debian13: lab-pve1 on Debian 13 (Proxmox VE 9) instead of Debian 12
+# (Proxmox VE 8; tests/harness/lab.sh); a lab that runs the other one is refused (make lab-down first)
 lab: venv images
-	LAB_PVE_RELEASE=$(LAB_PVE_RELEASE) bash tests/harness/lab.sh up
+	bash tests/harness/lab.sh up
 	bash tests/harness/lab.sh converge
 
 # site.yml on the running lab (make lab first) with the newest supported toolchain (.venv-newest:

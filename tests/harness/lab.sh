@@ -44,9 +44,12 @@ known_hosts=$HOME/.ssh/known_hosts
 # the project's toolchain (make puts it on PATH; lab.sh run by hand finds it too); LAB_VENV picks
 # another one, as `make lab-newest` does with .venv-newest (docs/supported-versions.md)
 lab_venv=${LAB_VENV:-$repo/.venv}
-# LAB_PVE_RELEASE (default debian12, Proxmox VE 8): lab-pve1's Debian release; debian13 is Proxmox VE 9
-# (pve-standin.sh). The guests stay Debian 12 either way, as on a Proxmox VE 9 host that keeps its CTs.
-export PVE_STANDIN_RELEASE=${LAB_PVE_RELEASE:-debian12}
+# LAB_PVE_RELEASE: lab-pve1's Debian release, pve-standin.sh's PVE_STANDIN_RELEASE (its default,
+# debian12, is Proxmox VE 8; debian13 is Proxmox VE 9). The guests stay Debian 12 either way, as on
+# a Proxmox VE 9 host that keeps its CTs.
+if [[ -n ${LAB_PVE_RELEASE:-} ]]; then
+  export PVE_STANDIN_RELEASE=$LAB_PVE_RELEASE
+fi
 [[ -x "$lab_venv/bin/ansible-playbook" ]] && export PATH="$lab_venv/bin:$PATH"
 export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
@@ -68,19 +71,6 @@ up() {
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "uv==$uv_version"
   fi
 
-  # huggingface_hub for the model_store role's venv on lab-pve1, as an air-gapped fleet gets it: a
-  # wheelhouse for the host's own Python (3.11 on Debian 12, 3.13 on Debian 13: some of its
-  # dependencies, pyyaml for one, are compiled wheels for one CPython); one marker per Python
-  local pve_python
-  pve_python=$([[ $PVE_STANDIN_RELEASE == debian13 ]] && echo 3.13 || echo 3.11)
-  if [[ ! -f "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python" ]]; then
-    log "downloading huggingface_hub==$lab_hf_hub_version and its dependencies (wheels for CPython $pve_python)"
-    python3 -m pip download -q --only-binary=:all: --python-version "$pve_python" --implementation cp \
-      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-      --platform linux_x86_64 -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
-    touch "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python"
-  fi
-
   # the smg gateway and its dependencies (CPython 3.11 as in the Debian 12 guests), as a wheelhouse
   if ! ls "$cache/wheels/smg/smg-$lab_smg_version-"*.whl >/dev/null 2>&1; then
     log "downloading smg==$lab_smg_version and its dependencies (wheels)"
@@ -98,6 +88,19 @@ up() {
     -v "$state/proc:/var/lib/gpufleet-standin/proc" \
     -v "$repo/.cache/lxc/debian12-rootfs.tar:/srv/lxc/debian12-rootfs.tar:ro" \
     -v "$cache/wheels:/srv/wheels:ro"
+  # huggingface_hub for the model_store role's venv on lab-pve1, as an air-gapped fleet gets it: a
+  # wheelhouse for the CPython lab-pve1 itself runs (asked, not assumed: some of huggingface_hub's
+  # dependencies, pyyaml for one, are compiled wheels for one CPython), one marker per Python; the
+  # wheelhouse directory is mounted, so the host sees what lands in it now
+  local pve_python
+  pve_python=$(podman exec lab-pve1 python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [[ ! -f "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python" ]]; then
+    log "downloading huggingface_hub==$lab_hf_hub_version and its dependencies (wheels for CPython $pve_python)"
+    python3 -m pip download -q --only-binary=:all: --python-version "$pve_python" --implementation cp \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+      --platform linux_x86_64 -d "$cache/wheels/hf" "huggingface_hub==$lab_hf_hub_version"
+    touch "$cache/wheels/hf/.complete-$lab_hf_hub_version-py$pve_python"
+  fi
   # the Hugging Face Hub stand-in the model_store role downloads from (a transient unit)
   if ! podman exec lab-pve1 systemctl is-active -q gpufleet-hub-standin; then
     podman exec lab-pve1 systemd-run --unit gpufleet-hub-standin --quiet \
