@@ -72,9 +72,10 @@ up() {
       -v "$repo/tests/standins:/srv/gpufleet-standins:ro" \
       "$@" "$image" /sbin/init >/dev/null
     wait_systemd "$name"
-    log "$name: openssh-server and lxc from Debian, the pct stand-in as /usr/sbin/pct"
+    # the test image carries Debian's openssh-server (tests/harness/build-image.sh)
+    log "$name: lxc from Debian, the pct stand-in as /usr/sbin/pct"
     podman exec -e DEBIAN_FRONTEND=noninteractive "$name" bash -c \
-      'apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends openssh-server lxc >/dev/null'
+      'apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends lxc >/dev/null'
     podman exec "$name" ln -sf /srv/gpufleet-standins/pct/pct /usr/sbin/pct
   fi
   podman exec -i "$name" bash -c \
