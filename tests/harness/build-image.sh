@@ -43,6 +43,10 @@ debootstrap --variant=minbase \
   }
 # Trim what a container never needs; keep apt lists empty like an official image.
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+# ...and dated as never updated: apt's cache_valid_time reads the lists directory's mtime, and emptied
+# just now it would look fresh for an hour, so a role's `update_cache` with cache_valid_time would skip
+# the update and find no package at all
+touch -d @0 "$rootfs/var/lib/apt/lists"
 printf '%s\n' "gpufleet-test-$image" > "$rootfs/etc/hostname"
 # Units that cannot work inside a container would only add noise to the journal.
 # Host keys are made per container, never shared by every container of the image.

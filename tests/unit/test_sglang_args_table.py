@@ -71,6 +71,7 @@ def test_cpu_parser_versions_are_in_the_table():
 
 
 @pytest.mark.slow
+@pytest.mark.parser_venv
 @pytest.mark.skipif(
     not PARSER_PYTHON,
     reason="no parser python: set GPUFLEET_SGLANG_PARSER_PYTHON or run tests/harness/sglang-parser-venv.sh",

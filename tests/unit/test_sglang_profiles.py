@@ -101,10 +101,13 @@ def check(argv: list[str]) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-needs_parser = pytest.mark.skipif(
-    PARSER_PYTHON is None,
-    reason=f"no SGLang {VERSION} parser: run tests/harness/sglang-parser-venv.sh or set GPUFLEET_SGLANG_PARSER_PYTHON",
-)
+def needs_parser(test):
+    return pytest.mark.parser_venv(
+        pytest.mark.skipif(
+            PARSER_PYTHON is None,
+            reason=f"no SGLang {VERSION} parser: run tests/harness/sglang-parser-venv.sh or set GPUFLEET_SGLANG_PARSER_PYTHON",
+        )(test)
+    )
 
 
 @needs_parser

@@ -9,7 +9,11 @@ import os
 import pytest
 import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+# through testinfra's podman backend (one `podman exec` per command), not one Ansible run per command
+testinfra_hosts = [
+    f"podman://{name}"
+    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+]
 
 UNIT = "/etc/systemd/system/sglang-server.service"
 CONFIG = "/etc/sglang/sglang-server.yaml"

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+# through testinfra's podman backend (one `podman exec` per command), not one Ansible run per command
+testinfra_hosts = [
+    f"podman://{name}"
+    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+]
 
 REPO = Path(__file__).resolve().parents[4]  # extensions/molecule/sglang_server/tests/ -> the repository
 JOURNAL = "/opt/sglang/tune-journal.json"
