@@ -101,13 +101,12 @@ def check(argv: list[str]) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+NO_PARSER = f"no SGLang {VERSION} parser: run tests/harness/sglang-parser-venv.sh or set GPUFLEET_SGLANG_PARSER_PYTHON"
+
+
 def needs_parser(test):
-    return pytest.mark.parser_venv(
-        pytest.mark.skipif(
-            PARSER_PYTHON is None,
-            reason=f"no SGLang {VERSION} parser: run tests/harness/sglang-parser-venv.sh or set GPUFLEET_SGLANG_PARSER_PYTHON",
-        )(test)
-    )
+    """The real parser's tests: marked parser_venv (make newest leaves them out), skipped without the venv."""
+    return pytest.mark.parser_venv(pytest.mark.skipif(PARSER_PYTHON is None, reason=NO_PARSER)(test))
 
 
 @needs_parser
