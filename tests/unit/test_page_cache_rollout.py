@@ -113,3 +113,20 @@ def test_no_warm_up_when_off_for_the_gate_or_outside_the_store(tmp_path, given):
     assert PLAN not in result.stdout, result.tail()
     assert "Read the model into the page cache of the node's host while the node still serves] ***" in result.stdout
     assert "model_store_page_cache" not in result.stdout
+
+
+# A node whose container's restart is pending (role proxmox_lxc_gpu): the detour before a restart restarts the
+# container on the node's Proxmox host, after the drain; the gate's detour does not. Check mode only says so.
+PENDING = {"vmid": 101, "hostname": "lab-sglang1", "platform": "lxc", "config": "/var/lib/lxc/lab-sglang1/config"}
+
+
+def test_a_pending_container_restart_runs_on_the_nodes_host_after_the_drain(tmp_path):
+    result = play(tmp_path, check=True, proxmox_lxc_gpu_pending=PENDING).expect(0)
+    out = flat(result)
+    assert "ok: [node1 -> pve1] => msg: Would restart container 101 (lab-sglang1)" in out, result.tail()
+    assert out.index("Wait until the node runs and queues nothing") < out.index("Would restart container 101")
+
+
+def test_the_gates_detour_restarts_no_container(tmp_path):
+    result = play(tmp_path, check=True, proxmox_lxc_gpu_pending=PENDING, __rollout_detour_for="gate").expect(0)
+    assert "restart container" not in flat(result), result.tail()

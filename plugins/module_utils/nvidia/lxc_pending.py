@@ -1,0 +1,59 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The record of a container whose restart is pending on its Proxmox host (role proxmox_lxc_gpu,
+proxmox_lxc_gpu_restart_changed: rollout): checked before any of it becomes a command's argument.
+
+The role writes `<pending_dir>/<vmid>.json` as root; the SGLang rollout reads it back with the node's
+vmid and restarts the container it names. A record is a file on disk: whatever it holds, only a
+record of exactly that vmid, a known platform and a container name of the role's own shape passes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+PLATFORMS = ("proxmox", "lxc")
+FIELDS = ("vmid", "hostname", "platform", "config")
+# the container names role proxmox_lxc_gpu accepts (tasks/preflight.yml): letters, digits, dashes
+HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+MAX_BYTES = 4096
+
+
+class PendingRecordError(ValueError):
+    """A pending-restart record that is not one; the message names the file and what is wrong."""
+
+
+def parse_pending_record(text: object, vmid: object, path: str = "the record") -> dict:
+    """The checked record (vmid, hostname, platform, config) of container `vmid`, from the file's text."""
+    if isinstance(vmid, bool) or not isinstance(vmid, (int, str)) or not re.fullmatch(r"[1-9][0-9]{2,8}", str(vmid)):
+        raise PendingRecordError(f"{path}: asked for vmid {vmid!r}, which is not a vmid (100 and up)")
+    want = int(vmid)
+    if not isinstance(text, str):
+        raise PendingRecordError(f"{path}: expected the record's text, got {type(text).__name__}")
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise PendingRecordError(f"{path}: over {MAX_BYTES} bytes, not a pending-restart record")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise PendingRecordError(f"{path}: not JSON ({exc.msg}); remove it, run role proxmox_lxc_gpu again") from None
+    if not isinstance(doc, Mapping):
+        raise PendingRecordError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    unknown = sorted(str(k) for k in doc if k not in FIELDS)
+    missing = [k for k in FIELDS if k not in doc]
+    if unknown or missing:
+        raise PendingRecordError(f"{path}: fields missing {missing}, unknown {unknown[:5]}")
+    got = doc["vmid"]
+    if isinstance(got, bool) or not isinstance(got, int) or got != want:
+        raise PendingRecordError(f"{path}: names vmid {got!r}, not {want}: it is not this container's record")
+    hostname = doc["hostname"]
+    if not isinstance(hostname, str) or not HOSTNAME.fullmatch(hostname):
+        raise PendingRecordError(f"{path}: hostname {hostname!r} is not a container name (letters, digits, dashes)")
+    platform = doc["platform"]
+    if platform not in PLATFORMS:
+        raise PendingRecordError(f"{path}: platform {platform!r} is not one of {list(PLATFORMS)}")
+    config = doc["config"]
+    if not isinstance(config, str) or not config.startswith("/") or any(c in config for c in "\x00\n\r"):
+        raise PendingRecordError(f"{path}: config {config!r} is not an absolute path")
+    return {"vmid": want, "hostname": hostname, "platform": platform, "config": config}
