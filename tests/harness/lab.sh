@@ -54,6 +54,31 @@ fi
 export ANSIBLE_CONFIG="$repo/ansible.cfg"
 log() { printf '[lab] %s\n' "$*"; }
 
+# FlashInfer's wheel (no dependencies) for SGLang VERSION at its pin in lab-standins.yml's lab_flashinfer_pins,
+# which must be the pin of the sglang wheel itself (its METADATA's Requires-Dist: flashinfer_python==...)
+flashinfer_wheel() {
+  local version=$1 pin
+  pin=$("$lab_venv/bin/python" - "$repo/tests/harness/lab-standins.yml" "$version" "$cache/wheels" <<'PY'
+import glob, re, sys, zipfile
+import yaml
+standins, version, wheels = sys.argv[1:]
+pin = str(yaml.safe_load(open(standins, encoding="utf-8"))["lab_flashinfer_pins"].get(version, ""))
+if not pin:
+    sys.exit(f"[lab] no FlashInfer pin for SGLang {version} in tests/harness/lab-standins.yml (lab_flashinfer_pins)")
+with zipfile.ZipFile(sorted(glob.glob(f"{wheels}/sglang-{version}-*.whl"))[0]) as whl:
+    meta = whl.read(f"sglang-{version}.dist-info/METADATA").decode()
+own = re.search(r"^Requires-Dist: flashinfer_python(?:\[[^]]*\])?==([^\s;]+)", meta, re.M)
+if not own or own.group(1) != pin:
+    sys.exit(f"[lab] lab_flashinfer_pins says {pin} for SGLang {version}; its wheel pins {own.group(0) if own else 'none'}")
+print(pin)
+PY
+  ) || return 2
+  if ! ls "$cache/wheels/flashinfer_python-$pin-"*.whl >/dev/null 2>&1; then
+    log "downloading the flashinfer_python==$pin wheel (no dependencies; SGLang $version pins it)"
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "flashinfer_python==$pin"
+  fi
+}
+
 up() {
   mkdir -p "$state/proc" "$cache/wheels"
   log "stand-in CUDA apt repository"
@@ -64,6 +89,7 @@ up() {
     log "downloading the sglang==$lab_sglang_version wheel (no dependencies)"
     python3 -m pip download -q --no-deps --only-binary=:all: -d "$cache/wheels" "sglang==$lab_sglang_version"
   fi
+  flashinfer_wheel "$lab_sglang_version"
   # the uv wheel role sglang installs itself (its pin: sglang_uv_version in the role's defaults)
   uv_version=$(sed -n 's/^sglang_uv_version: "\(.*\)"$/\1/p' "$repo/roles/sglang/defaults/main.yml")
   if ! ls "$cache/wheels/uv-$uv_version-"*.whl >/dev/null 2>&1; then
@@ -152,6 +178,18 @@ fi
 CT
 }
 
+# Each SGLang node's last start: the stand-in's jit phase, cold (compiled) or warm (from the warm cache the
+# canary stored on lab-pve1, docs/warm-start.md), as its server's journal says
+start_phases() {
+  local node line
+  # the containers are named by vmid on lab-pve1 (inventories/local/host_vars/lab-pve1.yml)
+  for node in 101:lab-sglang1 102:lab-sglang2 103:lab-sglang3; do
+    line=$(podman exec lab-pve1 lxc-attach -n "${node%%:*}" -- journalctl -u sglang-server -o cat --no-pager 2>/dev/null |
+      grep '^STANDIN_JIT ' | tail -n 1 || true)
+    echo "start ${node#*:}: ${line:-no STANDIN_JIT line in its journal}"
+  done
+}
+
 converge() {
   cd "$repo"
   mkdir -p "$state"
@@ -165,6 +203,7 @@ converge() {
   echo "================================ lab summary ================================"
   sed -n '/^PLAY RECAP/,/^$/p' "$state/last-run.log" | tail -n +2
   sed -n '/Summary of the throughput gate/,/^$/p' "$state/last-run.log" | tail -n +3 | sed 's/^ *//'
+  start_phases
   # Prometheus in the gateway's CT (playbooks/monitoring.yml): every scrape target and its health,
   # once each has been scraped (a new Prometheus lists no target until it has loaded its scrape
   # config, then 'unknown' until each target's first scrape; 45 s deadline)
@@ -192,6 +231,7 @@ upgrade() {
   mkdir -p "$state"
   ls "$cache/wheels/sglang-$version-"*.whl >/dev/null 2>&1 ||
     { log "no sglang==$version wheel in $cache/wheels (make wheels fetches the Makefile's SGLANG_WHEELS)"; return 2; }
+  flashinfer_wheel "$version"
   local secrets=/var/lib/lxc/$lab_gateway_vmid/rootfs/etc/sglang-gateway/sglang-gateway.secrets.env
   local load=${LAB_LOAD_FRACTION:-0.6} mix=${LAB_TOKEN_MIX:-4000,8000,12000} tools=/usr/local/lib/gpufleet-traffic
   local node metrics=() watch_nodes=()
