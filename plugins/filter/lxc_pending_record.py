@@ -31,7 +31,13 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Check the record
+# role proxmox_lxc_gpu, entry point pending, on the Proxmox host
+- name: Read the pending restart's record
+  ansible.builtin.slurp:
+    src: /var/lib/gpufleet/lxc-restart-pending/101.json
+  register: raw
+
+- name: Publish it, checked (only a record of vmid 101 with a known platform and name passes)
   ansible.builtin.set_fact:
     pending: "{{ raw.content | b64decode | gpufleet.sglang.lxc_pending_record(101, raw.source) }}"
 """

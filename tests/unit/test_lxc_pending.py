@@ -49,6 +49,16 @@ def test_a_good_record_comes_back_as_it_was_written():
         (json.dumps({**GOOD, "platform": "docker"}), 101, "platform 'docker' is not one of ['proxmox', 'lxc']"),
         (json.dumps({**GOOD, "config": "relative/config"}), 101, "config 'relative/config' is not an absolute path"),
         (json.dumps({**GOOD, "extra": 1}), 101, "unknown ['extra']"),
+        (
+            '{"vmid": 101, "vmid": 102, "hostname": "a", "platform": "lxc", "config": "/c"}',
+            101,
+            "names ['vmid'] more than once",
+        ),
+        (
+            '{"vmid": 101, "hostname": "a", "platform": "lxc", "config": "/c", "x": {"y": 1, "y": 2}}',
+            101,
+            "['y'] more than once",
+        ),
         (json.dumps({k: v for k, v in GOOD.items() if k != "platform"}), 101, "fields missing ['platform']"),
         (json.dumps(GOOD) + " " * 5000, 101, "over 4096 bytes"),
         (json.dumps(GOOD), 99, "asked for vmid 99, which is not a vmid"),

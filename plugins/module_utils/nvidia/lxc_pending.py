@@ -25,6 +25,18 @@ class PendingRecordError(ValueError):
     """A pending-restart record that is not one; the message names the file and what is wrong."""
 
 
+class _DuplicateKeyError(ValueError):
+    """A JSON object of the record names a key twice."""
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        names = [k for k, _ in pairs]
+        raise _DuplicateKeyError(sorted({k for k in names if names.count(k) > 1}))
+    return doc
+
+
 def parse_pending_record(text: object, vmid: object, path: str = "the record") -> dict:
     """The checked record (vmid, hostname, platform, config) of container `vmid`, from the file's text."""
     if isinstance(vmid, bool) or not isinstance(vmid, (int, str)) or not re.fullmatch(r"[1-9][0-9]{2,8}", str(vmid)):
@@ -35,9 +47,12 @@ def parse_pending_record(text: object, vmid: object, path: str = "the record") -
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise PendingRecordError(f"{path}: over {MAX_BYTES} bytes, not a pending-restart record")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_object)
+    except _DuplicateKeyError as exc:
+        # json.loads keeps the last of two equal keys: a planted record could show one vmid and act on another
+        raise PendingRecordError(f"{path}: names {exc} more than once") from None
     except ValueError as exc:
-        raise PendingRecordError(f"{path}: not JSON ({exc.msg}); remove it, run role proxmox_lxc_gpu again") from None
+        raise PendingRecordError(f"{path}: not JSON ({exc}); remove it, run role proxmox_lxc_gpu again") from None
     if not isinstance(doc, Mapping):
         raise PendingRecordError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     unknown = sorted(str(k) for k in doc if k not in FIELDS)
