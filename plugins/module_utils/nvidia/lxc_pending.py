@@ -32,7 +32,7 @@ class _DuplicateKeyError(ValueError):
 def _object(pairs: list[tuple[str, object]]) -> dict:
     doc = dict(pairs)
     if len(doc) != len(pairs):
-        names = [k for k, _ in pairs]
+        names = [key for key, _value in pairs]
         raise _DuplicateKeyError(sorted({k for k in names if names.count(k) > 1}))
     return doc
 
