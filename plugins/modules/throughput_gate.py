@@ -420,6 +420,12 @@ ready:
   description: Seconds waited for readiness (C(waited_s)) and the server's C(version) from C(/server_info).
   returned: when the server became ready
   type: dict
+elapsed_s:
+  description:
+    - Seconds the measurement itself took on the monotonic clock, from the first readiness poll to the verdict;
+      the deadlines in RV(plan.deadlines_s) bound it. The task's own duration adds the interpreter's start.
+  returned: when the gate ran (not in check mode)
+  type: float
 summary_row:
   description: The host's line of the role's summary table (verdict, reason, tok/s, baseline, delta, p, GPU power).
   returned: always

@@ -4,7 +4,8 @@
 """throughput_gate against a hostile or broken server: never a PASS, always within the stated deadline.
 
 Every case runs the module through ansible-runner with a hard outer timeout (the runner kills the
-play), asserts a failure that names the cause, the module's own task duration within the deadline
+play), asserts a failure that names the cause, the run's own time (the module's ``elapsed_s``, on the
+monotonic clock; the task's duration where the module stopped before measuring) within the deadline
 that applies plus 10 s, no traceback, and that the API key appears in no output in any form.
 The server is tests/standins/sglang_api.py with an injected fault (STANDIN_FAULT, STANDIN_HEALTH_FAULT).
 """
@@ -39,13 +40,19 @@ SHAPE = {
 
 
 def run_gate(tmp_path: Path, url: str, **args) -> tuple[object, float, str]:
-    """Run the module; return (result, the task's own duration in seconds, every output as text)."""
+    """Run the module; return (result, the run's own time in seconds, every output as text).
+
+    The run's time is the module's ``elapsed_s`` where it measured, else the task's duration: the
+    task's duration adds the interpreter's start, which a host loaded by parallel test stages
+    stretched to 36 s once (the outer timeout still bounds the whole task)."""
     gate_args = {"url": url, "api_key": KEY, **SHAPE, **args}
     started = time.monotonic()
     r = run_play(tmp_path, MODULE_PLAY, {"gate_args": gate_args}, "Run the throughput gate", timeout=OUTER_TIMEOUT_S)
     wall = time.monotonic() - started
     assert wall < OUTER_TIMEOUT_S, "the outer timeout killed the play"
     everything = r.output + json.dumps(r.res) + "".join(json.dumps(e) for e in r.events)
+    if isinstance(r.res.get("elapsed_s"), (int, float)):
+        return r, float(r.res["elapsed_s"]), everything
     return r, r.duration if r.duration is not None else wall, everything
 
 
@@ -53,7 +60,10 @@ def assert_failed_cleanly(r, duration: float, everything: str, deadline: float, 
     assert r.rc != 0, r.output
     assert r.res.get("verdict") != "pass", r.res
     assert needle in r.res["msg"], r.res["msg"]
-    assert duration <= deadline + MARGIN_S, f"took {duration:.1f}s, deadline {deadline}s"
+    assert duration <= deadline + MARGIN_S, (
+        f"took {duration:.1f}s, deadline {deadline}s; task {r.duration}s, ready {r.res.get('ready')}, "
+        f"trials {[(t.get('n'), t.get('invalid_reason'), t.get('duration_s')) for t in r.res.get('trials') or []]}"
+    )
     assert "Traceback" not in everything
     for form in (KEY, KEY.lower(), KEY.encode().hex()):
         assert form not in everything, f"secret leaked as {form!r}"

@@ -525,7 +525,17 @@ def stop_clause(p: GateParams, d: Decision) -> str:
 
 
 def run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
-    """Run the gate. Returns ``(failed, message, result)``; never raises for a bad server."""
+    """Run the gate. Returns ``(failed, message, result)``; never raises for a bad server.
+
+    ``result["elapsed_s"]`` is the run's own time on the monotonic clock, readiness included: what the
+    deadlines bound, apart from the interpreter's start (which a loaded host can stretch)."""
+    started = time.monotonic()
+    failed, message, result = _run_gate(p)
+    result["elapsed_s"] = round(time.monotonic() - started, 3)
+    return failed, message, result
+
+
+def _run_gate(p: GateParams) -> tuple[bool, str, dict[str, object]]:
     result: dict[str, object] = {
         "verdict": "unknown",
         "reason": "",
