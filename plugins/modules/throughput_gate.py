@@ -423,7 +423,7 @@ ready:
 elapsed_s:
   description:
     - Seconds the measurement itself took on the monotonic clock, from the first readiness poll to the verdict;
-      the deadlines in RV(plan.deadlines_s) bound it. The task's own duration adds the interpreter's start.
+      the deadlines in C(deadlines_s) of RV(plan) bound it. The task's own duration adds the interpreter's start.
   returned: when the gate ran (not in check mode)
   type: float
 summary_row:
