@@ -170,14 +170,18 @@ def main() -> int:
                 hosts = {h: {"ansible_connection": connection} for h in containers(args.inventory)}
                 source.write_text(json.dumps({"all": {"hosts": hosts}}), encoding="utf-8")
                 extra = ["-i", str(source)]
-            problems += bench_all(args, extra, connection or "the inventory's connection")
+            problems += bench_all(
+                args, extra, connection or "the inventory's connection", tag=connection.rsplit(".", 1)[-1]
+            )
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     return 1 if problems else 0
 
 
-def bench_all(args: argparse.Namespace, extra: list[str], connection: str) -> list[str]:
-    """One table: every run of main()'s docstring with ``extra`` inventory sources; returns the problems."""
+def bench_all(args: argparse.Namespace, extra: list[str], connection: str, tag: str = "") -> list[str]:
+    """One table: every run of main()'s docstring with ``extra`` inventory sources; returns the problems.
+    Each run's log is named after the run and ``tag`` (the connection): one table's logs do not overwrite
+    another's."""
     inv = ["-i", args.inventory, *extra, "-e", STANDINS]
     problems: list[str] = []
     load_before = load()
@@ -197,7 +201,7 @@ def bench_all(args: argparse.Namespace, extra: list[str], connection: str) -> li
         def bench(name: str, argv: list[str], profile: bool = False, noop: bool = False) -> list[tuple[float, str]]:
             runs = []
             for _run in range(args.repeat):
-                took, out, rc = run(argv, profile, log=f"{name}-{_run + 1}")
+                took, out, rc = run(argv, profile, log=f"{name}-{tag + '-' if tag else ''}{_run + 1}")
                 runs.append((took, out))
                 if rc != 0:
                     problems.append(f"{name}: rc={rc}\n{out[-3000:]}")
