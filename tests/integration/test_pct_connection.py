@@ -1,5 +1,7 @@
 """The path a real fleet takes into its GPU containers: community.proxmox.proxmox_pct_remote logs in
-to the Proxmox host over SSH (paramiko, host key checked) and runs everything through `pct exec`.
+to the Proxmox host over SSH (paramiko, host key checked) and runs everything through `pct exec`;
+gpufleet.sglang.pct_pipelined (the inventories' connection) does the same with Ansible pipelining.
+The connection tests run with both (extra var ansible_connection).
 
 A Podman container stands in for the Proxmox host (tests/harness/pve-standin.sh: sshd, real LXC,
 the pct stand-in tests/standins/pct/pct); CT 201 is a real LXC guest on it running systemd, CT 202
@@ -71,8 +73,9 @@ class Lab:
             "ANSIBLE_TIMEOUT": "10",
         }
 
-    def ansible(self, *args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return run(BIN / "ansible", "-i", self.inventory, *args, env=self.env(home), timeout=300)
+    def ansible(self, *args: str, home: Path | None = None, connection: str = "") -> subprocess.CompletedProcess[str]:
+        conn = ["-e", f"ansible_connection={connection}"] if connection else []
+        return run(BIN / "ansible", "-i", self.inventory, *conn, *args, env=self.env(home), timeout=300)
 
     def ssh(self, command: str) -> subprocess.CompletedProcess[str]:
         return run(
@@ -108,33 +111,42 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         run("bash", HARNESS / "pve-standin.sh", "down", NAME, str(PORT), lab.known_hosts)
 
 
-def test_ping_through_pct(lab: Lab) -> None:
-    done = lab.ansible("ct201", "-m", "ansible.builtin.ping")
+CONNECTIONS = ["community.proxmox.proxmox_pct_remote", "gpufleet.sglang.pct_pipelined"]
+by_connection = pytest.mark.parametrize("connection", CONNECTIONS, ids=["pct_remote", "pct_pipelined"])
+
+
+@by_connection
+def test_ping_through_pct(lab: Lab, connection: str) -> None:
+    done = lab.ansible("ct201", "-m", "ansible.builtin.ping", connection=connection)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pong" in done.stdout
 
 
-def test_file_transfer_lands_in_the_guest_and_comes_back(lab: Lab, tmp_path: Path) -> None:
-    payload = "line one\n\u00fcnicode and a 'quote' and $HOME\n" * 200
+@by_connection
+def test_file_transfer_lands_in_the_guest_and_comes_back(lab: Lab, tmp_path: Path, connection: str) -> None:
+    payload = f"line one {connection}\n\u00fcnicode and a 'quote' and $HOME\n" * 200
     src = tmp_path / "payload.txt"
     src.write_text(payload, encoding="utf-8")
-    copied = lab.ansible("ct201", "-m", "ansible.builtin.copy", "-a", f"src={src} dest=/root/payload.txt mode=0640")
+    copy = ["-m", "ansible.builtin.copy", "-a", f"src={src} dest=/root/payload.txt mode=0640"]
+    copied = lab.ansible("ct201", *copy, connection=connection)
     assert copied.returncode == 0, copied.stdout + copied.stderr
     # in the guest's filesystem, not the Proxmox host's
     assert lab.in_guest("cat", "/root/payload.txt") == payload
     assert lab.in_guest("stat", "-c", "%a %U", "/root/payload.txt").strip() == "640 root"
     assert run("podman", "exec", NAME, "test", "-e", "/root/payload.txt").returncode == 1
 
-    again = lab.ansible("ct201", "-m", "ansible.builtin.copy", "-a", f"src={src} dest=/root/payload.txt mode=0640")
+    again = lab.ansible("ct201", *copy, connection=connection)
     assert again.returncode == 0
     assert "CHANGED" not in again.stdout, again.stdout
 
-    fetched = lab.ansible("ct201", "-m", "ansible.builtin.fetch", "-a", f"src=/root/payload.txt dest={tmp_path}/f/")
+    fetch = ["-m", "ansible.builtin.fetch", "-a", f"src=/root/payload.txt dest={tmp_path}/f/"]
+    fetched = lab.ansible("ct201", *fetch, connection=connection)
     assert fetched.returncode == 0, fetched.stdout + fetched.stderr
     assert (tmp_path / "f" / "ct201" / "root" / "payload.txt").read_text(encoding="utf-8") == payload
 
 
-def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Path) -> None:
+@by_connection
+def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Path, connection: str) -> None:
     play = tmp_path / "play.yml"
     play.write_text(
         """
@@ -162,27 +174,37 @@ def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Pa
 """,
         encoding="utf-8",
     )
-    done = run(BIN / "ansible-playbook", "-i", lab.inventory, play, env=lab.env(), timeout=300)
+    conn = ["-e", f"ansible_connection={connection}"]
+    done = run(BIN / "ansible-playbook", "-i", lab.inventory, *conn, play, env=lab.env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert lab.in_guest("systemctl", "is-active", "gpufleet-probe.service").strip() == "active"
 
 
-def test_a_stopped_container_fails_with_pcts_message(lab: Lab) -> None:
-    # raw shows what the connection returned (other modules fail earlier, making their temp dir)
-    done = lab.ansible("ct202", "-m", "ansible.builtin.raw", "-a", "true")
+@by_connection
+@pytest.mark.parametrize("module", ["ansible.builtin.raw", "ansible.builtin.ping"])
+def test_a_stopped_container_fails_with_pcts_message(lab: Lab, connection: str, module: str) -> None:
+    # raw shows what the connection returned. ping is a module: pct_pipelined sends it on standard
+    # input and reports pct's answer; proxmox_pct_remote fails earlier, making its temporary
+    # directory, and says only that (the host is UNREACHABLE, pct's message is not shown)
+    args = ["-a", "true"] if module.endswith("raw") else []
+    done = lab.ansible("ct202", "-m", module, *args, connection=connection)
     assert done.returncode != 0
-    assert "container '202' not running!" in done.stdout + done.stderr, done.stdout
+    if module.endswith("ping") and connection.endswith("pct_remote"):
+        assert "Failed to create temporary directory" in done.stdout + done.stderr, done.stdout
+    else:
+        assert "container '202' not running!" in done.stdout + done.stderr, done.stdout
 
 
+@by_connection
 @pytest.mark.parametrize("mismatch", [False, True], ids=["unknown-host-key", "changed-host-key"])
-def test_host_keys_are_checked(lab: Lab, tmp_path: Path, mismatch: bool) -> None:
+def test_host_keys_are_checked(lab: Lab, tmp_path: Path, mismatch: bool, connection: str) -> None:
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     if mismatch:
         must("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", tmp_path / "other")
         key = (tmp_path / "other.pub").read_text(encoding="utf-8").split()[:2]
         (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{PORT} {' '.join(key)}\n", encoding="utf-8")
-    done = lab.ansible("ct201", "-m", "ansible.builtin.ping", home=home)
+    done = lab.ansible("ct201", "-m", "ansible.builtin.ping", home=home, connection=connection)
     assert done.returncode != 0
     assert "pong" not in done.stdout
     assert ("host key mismatch" if mismatch else "stdin is not interactive") in done.stdout + done.stderr
