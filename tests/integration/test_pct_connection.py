@@ -73,9 +73,18 @@ class Lab:
             "ANSIBLE_TIMEOUT": "10",
         }
 
-    def ansible(self, *args: str, home: Path | None = None, connection: str = "") -> subprocess.CompletedProcess[str]:
-        conn = ["-e", f"ansible_connection={connection}"] if connection else []
-        return run(BIN / "ansible", "-i", self.inventory, *conn, *args, env=self.env(home), timeout=300)
+    def ansible(self, *args: str, connection: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``ansible`` with ``connection`` (an extra var, which wins over the inventory's)."""
+        return self._run("ansible", connection, *args, home=home)
+
+    def playbook(self, play: Path, connection: str) -> subprocess.CompletedProcess[str]:
+        return self._run("ansible-playbook", connection, str(play))
+
+    def _run(
+        self, tool: str, connection: str, *args: str, home: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        conn = ["-e", f"ansible_connection={connection}"]
+        return run(BIN / tool, "-i", self.inventory, *conn, *args, env=self.env(home), timeout=300)
 
     def ssh(self, command: str) -> subprocess.CompletedProcess[str]:
         return run(
@@ -174,8 +183,7 @@ def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Pa
 """,
         encoding="utf-8",
     )
-    conn = ["-e", f"ansible_connection={connection}"]
-    done = run(BIN / "ansible-playbook", "-i", lab.inventory, *conn, play, env=lab.env(), timeout=300)
+    done = lab.playbook(play, connection)
     assert done.returncode == 0, done.stdout + done.stderr
     assert lab.in_guest("systemctl", "is-active", "gpufleet-probe.service").strip() == "active"
 
