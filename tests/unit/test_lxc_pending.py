@@ -135,14 +135,16 @@ def test_any_text_is_a_record_or_a_clear_error(text):
 # --- the entry points, run for real on this machine (the Proxmox host is localhost) ---------------------
 
 STANDIN = """#!/bin/sh
-# stands in for LXC's {name}: logs its argv; lxc-info says RUNNING
+# stands in for LXC's {name}: logs its argv; lxc-info says $LXC_STANDIN_STATE (RUNNING); the command
+# named by $LXC_STANDIN_FAIL says why on stderr and exits 1
 echo "{name} $*" >> "$LXC_STANDIN_LOG"
-[ "{name}" = lxc-info ] && echo RUNNING
+if [ "{name}" = "${{LXC_STANDIN_FAIL:-}}" ]; then echo "{name}: $2: failed (stand-in)" >&2; exit 1; fi
+[ "{name}" = lxc-info ] && echo "${{LXC_STANDIN_STATE:-RUNNING}}"
 exit 0
 """
 
 
-def entry_point(tmp_path: Path, tasks: list, check: bool = False):
+def entry_point(tmp_path: Path, tasks: list, check: bool = False, **standin_env: str):
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     for name in ("lxc-stop", "lxc-start", "lxc-info"):
@@ -155,8 +157,13 @@ def entry_point(tmp_path: Path, tasks: list, check: bool = False):
         "PATH": f"{bindir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "LXC_STANDIN_LOG": str(tmp_path / "lxc.log"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        **standin_env,
     }
-    extra = {"ansible_python_interpreter": sys.executable, "proxmox_lxc_gpu_pending_dir": str(tmp_path / "pending")}
+    extra = {
+        "ansible_python_interpreter": sys.executable,
+        "proxmox_lxc_gpu_pending_dir": str(tmp_path / "pending"),
+        "proxmox_lxc_gpu_start_timeout_s": 2,
+    }
     return run_playbook(
         tmp_path / "play.yml", inventory="localhost,", env=env, check=check, extra_vars=extra, timeout=300
     )
@@ -193,6 +200,39 @@ def test_a_pending_restart_restarts_that_container_once_and_clears_its_record(tm
     log = (tmp_path / "lxc.log").read_text(encoding="utf-8").splitlines()
     assert log == ["lxc-stop -n lab-sglang1 -t 120", "lxc-start -n lab-sglang1", "lxc-info -n lab-sglang1 -sH"]
     assert not record.exists()
+
+
+@pytest.mark.parametrize(
+    ("standin_env", "said", "ran"),
+    [
+        (
+            {"LXC_STANDIN_FAIL": "lxc-stop"},
+            "'Shut the container down (forced after 120 s)': lxc-stop: lab-sglang1: failed (stand-in).",
+            ["lxc-stop -n lab-sglang1 -t 120"],
+        ),
+        (
+            {"LXC_STANDIN_FAIL": "lxc-start"},
+            "'Start the container': lxc-start: lab-sglang1: failed (stand-in).",
+            ["lxc-stop -n lab-sglang1 -t 120", "lxc-start -n lab-sglang1"],
+        ),
+        (
+            {"LXC_STANDIN_STATE": "STOPPED"},
+            "'Wait until the container runs': still STOPPED after 2 s (proxmox_lxc_gpu_start_timeout_s).",
+            ["lxc-stop -n lab-sglang1 -t 120", "lxc-start -n lab-sglang1", *["lxc-info -n lab-sglang1 -sH"] * 3],
+        ),
+    ],
+    ids=["shutdown-fails", "start-fails", "never-running"],
+)
+def test_a_failed_restart_names_the_container_and_the_step_and_keeps_the_record(tmp_path, standin_env, said, ran):
+    (tmp_path / "pending").mkdir()
+    record = tmp_path / "pending" / "101.json"
+    record.write_text(json.dumps(GOOD), encoding="utf-8")
+    result = entry_point(tmp_path, pending_then(RESTART), **standin_env).expect(2)
+    out = " ".join(result.stdout.split())
+    assert f"container 101 (lab-sglang1): its restart failed at {said}" in out, result.tail()
+    assert f"Its restart stays pending ({tmp_path / 'pending' / '101.json'} is kept)" in out, result.tail()
+    assert (tmp_path / "lxc.log").read_text(encoding="utf-8").splitlines() == ran
+    assert json.loads(record.read_text(encoding="utf-8")) == GOOD
 
 
 def test_check_mode_says_what_it_would_restart_and_keeps_the_record(tmp_path):
