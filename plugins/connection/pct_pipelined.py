@@ -353,6 +353,20 @@ def become_password(become) -> bool:
         return False
 
 
+def connect_failure(error: BaseException, user: object, host: object, port: object) -> AnsibleError:
+    """What a failed login to the Proxmox host raises, as proxmox_pct_remote 1.x translated it: a connection
+    failure (the host UNREACHABLE) with paramiko's reason. community.proxmox 2.0.0 (in ansible 14.5.0) calls
+    ``self._raise_paramiko_connect_exception`` for this but defines it nowhere, so a refused or timed-out
+    login or an unknown host key became an AttributeError and a FAILED host (upstream: community.proxmox
+    issue 477, fixed by its pull request 492 after 2.0.0)."""
+    msg = str(error) or type(error).__name__
+    if "PID check failed" in msg:
+        return AnsibleError("paramiko version issue, please upgrade paramiko on the machine running ansible")
+    if "Private key file is encrypted" in msg:
+        msg = f"ssh {user}@{host}:{port} : {msg}\nTo connect as a different user, use -u <username>."
+    return AnsibleConnectionFailure(msg)
+
+
 class Connection(PctRemoteConnection):
     """proxmox_pct_remote with pipelining: a module's source goes to the standard input of its one pct exec."""
 
@@ -366,6 +380,10 @@ class Connection(PctRemoteConnection):
         if self.become is not None and become_password(self.become):
             return False
         return super().is_pipelining_enabled(wrap_async)
+
+    def _raise_paramiko_connect_exception(self, error: Exception, port: int) -> None:
+        """Called by community.proxmox 2.0's login for any error but a bad host key or a refused login."""
+        raise connect_failure(error, self.get_option("remote_user"), self.get_option("remote_addr"), port) from error
 
     def _build_pct_command(self, cmd: str) -> str:
         """The parent's ``pct exec <vmid> -- <cmd>`` line (run by the host's shell), once the inventory's

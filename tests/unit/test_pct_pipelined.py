@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import become_loader
 from ansible_collections.community.proxmox.plugins.connection import proxmox_pct_remote
+from ansible_collections.community.proxmox.plugins.connection.proxmox_pct_remote import paramiko
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.fuzz import examples
@@ -518,3 +520,55 @@ def test_any_become_method_is_plain_words_or_refused(method):
     prefix = chan.command.decode()[: -len(f" /usr/sbin/pct exec 101 -- {PYTHON_CMD}")]
     assert prefix == method
     assert all(c.isascii() and (c.isalnum() or c in "_./=- ") for c in prefix)
+
+
+# --- a login that fails -----------------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_refused_login_is_a_connection_failure_naming_the_port(tmp_path):
+    """The whole login of the installed community.proxmox (1.x inline, 2.0.0 through the helper it lacks):
+    a refused connection is AnsibleConnectionFailure (the host UNREACHABLE), never an AttributeError."""
+    port = closed_port()
+    conn = load(PIPELINED)
+    conn.set_options(
+        var_options={
+            "proxmox_vmid": 101,
+            "ansible_host": "127.0.0.1",
+            "ansible_port": port,
+            "ansible_user": "root",
+            "ansible_paramiko_look_for_keys": False,
+        }
+    )
+    with pytest.raises(AnsibleConnectionFailure, match=rf"Unable to connect to port {port} on 127\.0\.0\.1"):
+        conn._connect()
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "message"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), AnsibleConnectionFailure, "[Errno 111] Connection refused"),
+        (TimeoutError(), AnsibleConnectionFailure, "TimeoutError"),
+        (
+            paramiko.ssh_exception.SSHException("Private key file is encrypted"),
+            AnsibleConnectionFailure,
+            "ssh root@192.0.2.10:22 : Private key file is encrypted\nTo connect as a different user, use -u <username>",
+        ),
+        (paramiko.ssh_exception.SSHException("PID check failed"), AnsibleError, "paramiko version issue"),
+    ],
+    ids=["refused", "timeout", "encrypted-key", "old-paramiko"],
+)
+def test_a_failed_login_becomes_the_parents_1x_error(error, kind, message):
+    conn = load(PIPELINED)
+    conn.set_options(var_options={"proxmox_vmid": 101, "ansible_host": "192.0.2.10", "ansible_user": "root"})
+    with pytest.raises(kind) as raised:
+        conn._raise_paramiko_connect_exception(error, 22)
+    assert isinstance(raised.value, AnsibleConnectionFailure) == (kind is AnsibleConnectionFailure)
+    assert str(raised.value).startswith(message)
+    assert raised.value.__cause__ is error
