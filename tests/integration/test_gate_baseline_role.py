@@ -129,7 +129,8 @@ def test_prefix_profile_is_not_picked(tmp_path, standin):
     assert r.rc == 0, r.output
     assert r.res["reason"] == "no_baseline"
     assert r.res["baseline"]["source"] is None
-    assert Path(paths(tmp_path).baseline).exists()  # the first baseline of this key
+    # the first baseline of this key (written only from a passing run of >= 5 valid trials: the reason says why not)
+    assert Path(paths(tmp_path).baseline).exists(), (r.res["baseline"], r.res.get("valid_trial_values"))
     assert r.res["changed"] is True
 
 
@@ -318,7 +319,7 @@ def test_changed_shape_is_refused_then_replaced_on_purpose(tmp_path, standin):
     assert accepted.rc == 0, accepted.output
     assert accepted.res["reason"] == "no_baseline"  # not compared with the other shape
     new = json.loads(stored.read_text())
-    assert new["shape"]["concurrency"] == 4
+    assert new["shape"]["concurrency"] == 4, (accepted.res["baseline"], accepted.res.get("valid_trial_values"))
     assert new["accepted"]["reason"] == why
     [h] = history(tmp_path)
     assert "another request shape" in h["baseline_problems"][0]
