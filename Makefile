@@ -71,7 +71,8 @@ newest: venv-newest wheels
 	HYPOTHESIS_PROFILE=matrix PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q -m "not parser_venv" tests/unit
 	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH bash tests/harness/sanity.sh
 
-# the integration suite on the newest toolchain (not a stage of make test: about 770 CPU s more on 2 cores).
+# the integration suite on the newest toolchain (not a stage of make test: about 430 CPU s more on 2 cores,
+# what the same tests cost as the stage integration-other).
 # test_sglang_role.py is left out: its nodes are this machine with the controller's Python (3.13 here),
 # and the real SGLang wheels from 0.5.12 on are cp311 builds, made for the Debian 12 nodes' Python.
 integration-newest: venv-newest images wheels

@@ -532,7 +532,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_a_refused_login_is_a_connection_failure_naming_the_port(tmp_path):
+def test_a_refused_login_is_a_connection_failure_naming_the_port():
     """The whole login of the installed community.proxmox (1.x inline, 2.0.0 through the helper it lacks):
     a refused connection is AnsibleConnectionFailure (the host UNREACHABLE), never an AttributeError."""
     port = closed_port()
