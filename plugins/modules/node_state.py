@@ -1,0 +1,219 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_state
+short_description: Read in one call whether a role's files, directories and accounts are as wanted
+version_added: "0.1.0"
+description:
+  - Compares what a role is about to write with the node as it is, without changing anything, so
+    that a role can skip its writing tasks on a node where nothing would change. One module call
+    instead of one per file, directory and account (each about 0.2 CPU s on the node;
+    docs/connection.md, "Lever C").
+  - A file matches when it is a regular file (not a symlink) with the owner, group, mode and sha256
+    wanted; a directory when it is a directory (not a symlink) with the owner, group and mode; an
+    absent path when nothing is there. A user matches when it exists with the primary group, home
+    (an existing directory) and shell wanted and is a member of each wanted supplementary group the
+    node has (as M(ansible.builtin.user) with C(append=true) leaves it). A group matches when it exists.
+  - Anything else is drift, reported with a reason that names the path or the account. A role runs
+    its normal tasks when there is any drift, so a changed file is found and fixed as before.
+  - Also reads the paths of O(paths) as M(ansible.builtin.stat) with C(follow=false) would, so a
+    role reads several paths in the same call.
+  - Each want is schema-checked; a bad one fails the task naming the entry and the field.
+author:
+  - gpufleet maintainers (!UNKNOWN)
+options:
+  files:
+    description: Files, directories and absent paths the role wants.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path, without control characters or C(.)/C(..) segments.
+        type: str
+        required: true
+      state:
+        description: What the path should be.
+        type: str
+        choices: [file, directory, absent]
+        default: file
+      sha256:
+        description:
+          - sha256 (64 lowercase hex digits) of the file's wanted bytes; required for C(state=file).
+          - Never logged (the file may hold a secret).
+        type: str
+      owner:
+        description: Owner's user name; required unless C(state=absent).
+        type: str
+      group:
+        description: Group name; required unless C(state=absent).
+        type: str
+      mode:
+        description: Octal permission bits as a string, for example C('0644'); required unless C(state=absent).
+        type: str
+  users:
+    description: Users the role wants.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: User name.
+        type: str
+        required: true
+      group:
+        description: Primary group's name.
+        type: str
+        required: true
+      groups_where_present:
+        description: Supplementary groups the user must be in, each only where the node has that group.
+        type: list
+        elements: str
+        default: []
+      home:
+        description: Home directory (must exist).
+        type: str
+        required: true
+      shell:
+        description: Login shell.
+        type: str
+        required: true
+  groups:
+    description: Groups that must exist.
+    type: list
+    elements: str
+    default: []
+  paths:
+    description: Paths to read as M(ansible.builtin.stat) with C(follow=false) would (RV(stat)).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so has no diff.
+notes:
+  - Stdlib only; runs on the target host.
+"""
+
+EXAMPLES = r"""
+- name: Read whether the server's files are as this run would write them
+  gpufleet.sglang.node_state:
+    files:
+      - path: /etc/sglang/sglang-server.env
+        sha256: "{{ env_text | hash('sha256') }}"
+        owner: root
+        group: root
+        mode: "0644"
+      - path: /var/cache/sglang
+        state: directory
+        owner: sglang
+        group: sglang
+        mode: "0750"
+    users:
+      - name: sglang
+        group: sglang
+        groups_where_present: [video, render]
+        home: /var/lib/sglang
+        shell: /usr/sbin/nologin
+    groups: [sglang]
+    paths: [/opt/sglang/current]
+  register: server_state
+
+- name: Write the files only where something differs
+  ansible.builtin.include_tasks: files.yml
+  when: server_state.drift | length > 0
+"""
+
+RETURN = r"""
+drift:
+  description:
+    - Why the node is not as wanted, one reason per difference, each naming the path or account.
+    - Empty when the node is as wanted.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/sglang/sglang-server.env: content differs", "user sglang: not in group(s) render"]
+stat:
+  description:
+    - Each path of O(paths) with the keys of M(ansible.builtin.stat) (C(follow=false)) that roles read.
+    - C(exists); where it exists C(isreg), C(isdir), C(islnk); for a symlink C(lnk_target) (as
+      written) and C(lnk_source) (fully resolved).
+  returned: always
+  type: dict
+  sample:
+    /opt/sglang/current:
+      exists: true
+      isreg: false
+      isdir: false
+      islnk: true
+      lnk_target: releases/sglang-0.5.23-0123456789
+      lnk_source: /opt/sglang/releases/sglang-0.5.23-0123456789
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.node_state import (
+    StateError,
+    check_wants,
+    read_state,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "str", "required": True},
+                    "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
+                    "sha256": {"type": "str", "no_log": True},
+                    "owner": {"type": "str"},
+                    "group": {"type": "str"},
+                    "mode": {"type": "str"},
+                },
+            },
+            "users": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "group": {"type": "str", "required": True},
+                    "groups_where_present": {"type": "list", "elements": "str", "default": []},
+                    "home": {"type": "str", "required": True},
+                    "shell": {"type": "str", "required": True},
+                },
+            },
+            "groups": {"type": "list", "elements": "str", "default": []},
+            "paths": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        files, users, groups, paths = check_wants(params["files"], params["users"], params["groups"], params["paths"])
+    except StateError as exc:
+        module.fail_json(msg=f"node_state: bad input: {exc}")
+    try:
+        result = read_state(files, users, groups, paths)
+    except OSError as exc:
+        module.fail_json(msg=f"node_state: cannot read {exc.filename or 'the node'}: {exc.strerror or exc}")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""node_state: one read of a role's files, directories and accounts against what it would write.
+
+The property the sglang_server role's fast path rests on: a path is reported clean only when its
+writing task would change nothing, so any change to a file (a byte, a mode bit, its owner, its type)
+is drift, named with its path. Named cases for each kind of drift, properties over contents and
+modes, the wants' schema (bad input named, never a crash), ``observe`` against ansible-core's own
+``stat`` module, and the module run as Ansible runs it (the sha256 never in its output)."""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+from pathlib import Path
+
+import ansible.modules.stat as ansible_stat
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lib.fuzz import examples
+from lib.module import run_module
+
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import node_state as ns
+
+REPO = Path(__file__).resolve().parents[2]
+MODULE = REPO / "plugins" / "modules" / "node_state.py"
+ME = pwd.getpwuid(os.getuid()).pw_name
+MY_GROUP = grp.getgrgid(os.getgid()).gr_name
+
+
+def want_file(path: Path, data: bytes, mode: str = "0644", **more) -> dict:
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "owner": ME,
+        "group": MY_GROUP,
+        "mode": mode,
+        **more,
+    }
+
+
+def drift_of(files=(), users=(), groups=(), paths=()) -> dict:
+    return ns.read_state(*ns.check_wants(list(files), list(users), list(groups), list(paths)))
+
+
+def test_files_and_directories_as_written_are_clean(tmp_path):
+    (tmp_path / "unit").write_bytes(b"[Unit]\n")
+    (tmp_path / "unit").chmod(0o644)
+    (tmp_path / "dir").mkdir(mode=0o750)
+    (tmp_path / "dir").chmod(0o750)
+    state = drift_of(
+        [
+            want_file(tmp_path / "unit", b"[Unit]\n"),
+            {"path": str(tmp_path / "dir"), "state": "directory", "owner": ME, "group": MY_GROUP, "mode": "0750"},
+            {"path": str(tmp_path / "gone"), "state": "absent"},
+        ]
+    )
+    assert state["drift"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda p: p.write_bytes(b"[Unit]\nX\n"), "content differs"),
+        (lambda p: p.write_bytes(b""), "content differs"),
+        (lambda p: p.chmod(0o600), "mode 0600, wanted 0644"),
+        (lambda p: p.unlink(), "missing, wanted a file"),
+        (lambda p: (p.unlink(), p.mkdir()), "is a directory, wanted a file"),
+        (lambda p: (p.rename(p.with_name("real")), p.symlink_to(p.with_name("real"))), "is a symlink, wanted a file"),
+    ],
+    ids=["content", "emptied", "mode", "removed", "directory", "symlink-to-the-same-bytes"],
+)
+def test_each_change_to_a_file_is_drift_naming_the_path(tmp_path, change, reason):
+    path = tmp_path / "unit"
+    path.write_bytes(b"[Unit]\n")
+    path.chmod(0o644)
+    change(path)
+    drift = drift_of([want_file(path, b"[Unit]\n")])["drift"]
+    assert drift == [f"{path}: {reason}"]
+
+
+def test_other_owner_and_missing_directory_and_present_absent(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    path.chmod(0o644)
+    other = want_file(path, b"x", owner="nobody")
+    (tmp_path / "stale").write_text("old")
+    drift = drift_of(
+        [
+            other,
+            {"path": str(tmp_path / "d"), "state": "directory", "owner": ME, "group": MY_GROUP, "mode": "0755"},
+            {"path": str(tmp_path / "stale"), "state": "absent"},
+        ]
+    )["drift"]
+    assert drift == [
+        f"{path}: owned by {ME}:{MY_GROUP}, wanted nobody:{MY_GROUP}",
+        f"{tmp_path / 'd'}: missing, wanted a directory",
+        f"{tmp_path / 'stale'}: exists, wanted absent",
+    ]
+
+
+def test_a_file_larger_than_the_hash_limit_is_drift_not_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(ns, "MAX_HASHED_BYTES", 10)
+    path = tmp_path / "big"
+    path.write_bytes(b"x" * 11)
+    path.chmod(0o644)
+    assert drift_of([want_file(path, b"x" * 11)])["drift"] == [f"{path}: too large to compare"]
+
+
+@settings(max_examples=examples(60))
+@given(
+    data=st.binary(max_size=300),
+    mode=st.integers(min_value=0, max_value=0o777),
+    flip=st.integers(min_value=0, max_value=8 * 300),
+    bit=st.integers(min_value=0, max_value=8),
+)
+def test_property_clean_exactly_when_bytes_and_mode_match(tmp_path_factory, data, mode, flip, bit):
+    """Written with its wanted bytes and mode: clean. One bit of the content or the mode changed: drift
+    naming the path, whatever the bytes (empty, binary, not UTF-8) and the mode."""
+    path = tmp_path_factory.mktemp("p") / "f"
+    path.write_bytes(data)
+    path.chmod(mode)
+    want = want_file(path, data, mode=f"{mode:04o}")
+    assert drift_of([want])["drift"] == []
+    if data:
+        index = flip % (8 * len(data))
+        changed = bytearray(data)
+        changed[index // 8] ^= 1 << (index % 8)
+        path.write_bytes(bytes(changed))
+        assert drift_of([want])["drift"] == [f"{path}: content differs"]
+        path.write_bytes(data)
+    if bit < 9:
+        path.chmod(mode ^ (1 << bit))
+        assert drift_of([want])["drift"] == [f"{path}: mode {mode ^ (1 << bit):04o}, wanted {mode:04o}"]
+
+
+class Passwd:
+    def __init__(self, home="/var/lib/sglang", shell="/usr/sbin/nologin"):
+        self.pw_dir = home
+        self.pw_shell = shell
+
+
+USER = {
+    "name": "sglang",
+    "group": "sglang",
+    "groups_where_present": ["video", "render"],
+    "home": "/var/lib/sglang",
+    "shell": "/usr/sbin/nologin",
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (Passwd(), "sglang", ["video", "render"], ["sglang", "video", "render"], True, []),
+        # a group the node does not have is not wanted there (ansible.builtin.user would not add it either)
+        (Passwd(), "sglang", ["video"], ["sglang", "video"], True, []),
+        (None, None, [], ["sglang"], False, ["user sglang: missing"]),
+        (
+            Passwd(),
+            "users",
+            ["video", "render"],
+            ["sglang", "video", "render"],
+            True,
+            ["user sglang: primary group users, wanted sglang"],
+        ),
+        (Passwd(), "sglang", ["video"], ["sglang", "video", "render"], True, ["user sglang: not in group(s) render"]),
+        (
+            Passwd(home="/home/sglang"),
+            "sglang",
+            ["video", "render"],
+            ["video", "render"],
+            True,
+            ["user sglang: home /home/sglang, wanted /var/lib/sglang"],
+        ),
+        (
+            Passwd(),
+            "sglang",
+            ["video", "render"],
+            ["video", "render"],
+            False,
+            ["user sglang: home /var/lib/sglang is not a directory"],
+        ),
+        (
+            Passwd(shell="/bin/bash"),
+            "sglang",
+            ["video", "render"],
+            ["video", "render"],
+            True,
+            ["user sglang: shell /bin/bash, wanted /usr/sbin/nologin"],
+        ),
+    ],
+    ids=["as-wanted", "group-not-on-node", "missing", "primary", "supplementary", "home", "home-not-created", "shell"],
+)
+def test_account_drift(case):
+    """case: the passwd entry, its primary group, the groups listing it, the node's groups, home made, reasons."""
+    passwd, primary, member_of, existing, home_is_dir, reasons = case
+    want = ns.check_wants([], [USER], [], [])[1][0]
+    found = ns.account_drift(
+        want, passwd, primary_group=primary, member_of=member_of, existing_groups=existing, home_is_dir=home_is_dir
+    )
+    assert found == reasons
+
+
+def test_this_machine_user_and_a_missing_group(tmp_path):
+    me = pwd.getpwuid(os.getuid())
+    user = {
+        "name": ME,
+        "group": MY_GROUP,
+        "groups_where_present": ["no-such-group-here"],
+        "home": me.pw_dir,
+        "shell": me.pw_shell,
+    }
+    assert drift_of(users=[user], groups=[MY_GROUP])["drift"] == []
+    assert drift_of(users=[dict(user, name="no-such-user-here")], groups=["no-such-group-here"])["drift"] == [
+        "group no-such-group-here: missing",
+        "user no-such-user-here: missing",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("files", "users", "groups", "paths", "message"),
+    [
+        (
+            [{"path": "etc/x", "sha256": "0" * 64, "owner": "root", "group": "root", "mode": "0644"}],
+            [],
+            [],
+            [],
+            "files[0]: path must be an absolute path",
+        ),
+        (
+            [{"path": "/etc/../x", "state": "absent"}],
+            [],
+            [],
+            [],
+            "files[0]: path '/etc/../x' has a control character or a '.' or '..' segment",
+        ),
+        ([{"path": "/etc/x\n", "state": "absent"}], [], [], [], "control character"),
+        ([{"path": "/x", "state": "link"}], [], [], [], "files[0] (/x): state must be one of file, directory, absent"),
+        (
+            [{"path": "/x", "sha256": "0" * 64, "owner": "root", "group": "root", "mode": "644x"}],
+            [],
+            [],
+            [],
+            "files[0] (/x): mode must be an octal string",
+        ),
+        (
+            [{"path": "/x", "sha256": "0" * 64, "owner": "root", "group": "root", "mode": 420}],
+            [],
+            [],
+            [],
+            "mode must be an octal string",
+        ),
+        (
+            [{"path": "/x", "sha256": "ABC", "owner": "root", "group": "root", "mode": "0644"}],
+            [],
+            [],
+            [],
+            "files[0] (/x): sha256 must be 64 lowercase hex digits",
+        ),
+        (
+            [{"path": "/x", "state": "directory", "owner": "root;rm", "group": "root", "mode": "0755"}],
+            [],
+            [],
+            [],
+            "files[0] (/x): owner must be a user or group name",
+        ),
+        ([], [dict(USER, home="relative")], [], [], "users[0] (sglang) home: path must be an absolute path"),
+        (
+            [],
+            [dict(USER, groups_where_present="video")],
+            [],
+            [],
+            "users[0] (sglang): groups_where_present must be a list",
+        ),
+        ([], [], ["-bad"], [], "groups[0]: name must be a user or group name"),
+        ([], [], [], ["/a/./b"], "paths[0]: path '/a/./b' has a control character"),
+        (["/x"], [], [], [], "files[0]: must be a dict, got str"),
+    ],
+)
+def test_bad_wants_are_named(files, users, groups, paths, message):
+    with pytest.raises(ns.StateError) as err:
+        ns.check_wants(files, users, groups, paths)
+    assert message in str(err.value)
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["path", "state", "sha256", "owner", "group", "mode", "name", "home", "shell", "groups_where_present"]
+            ),
+            inner,
+            max_size=6,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    files=st.lists(JSONISH, max_size=3),
+    users=st.lists(JSONISH, max_size=2),
+    groups=st.lists(JSONISH, max_size=2),
+    paths=st.lists(JSONISH, max_size=2),
+)
+def test_property_any_wants_are_checked_or_named_never_crash(files, users, groups, paths):
+    try:
+        out_files, _users, _groups, out_paths = ns.check_wants(files, users, groups, paths)
+    except ns.StateError as exc:
+        where = str(exc)
+    else:
+        where = ""
+        for path in [want["path"] for want in out_files] + out_paths:
+            assert path.startswith("/")
+            assert "\n" not in path
+    # a refusal names the list it found the bad entry in
+    assert where == "" or where.partition("[")[0] in {"files", "users", "groups", "paths"}
+
+
+def test_observe_agrees_with_ansible_stat(tmp_path):
+    """The keys roles read, as ansible-core's own stat module (follow: false) reports them."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "inner").mkdir()
+    (tmp_path / "link").symlink_to("dir/inner")
+    (tmp_path / "dangling").symlink_to("/no/such/target")
+    (tmp_path / "chain").symlink_to("link")
+    # run from a copy: run from its own directory, ansible/modules/copy.py would shadow the stdlib's copy
+    stat_module = tmp_path / "ansible_stat.py"
+    stat_module.write_bytes(Path(ansible_stat.__file__).read_bytes())
+    for name in ["file", "dir", "link", "dangling", "chain", "missing"]:
+        path = str(tmp_path / name)
+        rc, theirs = run_module(stat_module, {"path": path, "get_checksum": False}, tmp_path)
+        assert rc == 0, theirs
+        ours = ns.observe(path)
+        for key, value in ours.items():
+            assert theirs["stat"][key] == value, (name, key)
+        assert set(ours) >= ({"exists", "isreg", "isdir", "islnk"} if theirs["stat"]["exists"] else {"exists"})
+        assert ("lnk_source" in ours) == theirs["stat"].get("islnk", False)
+    # a parent that is not a directory: both fail, neither says "missing"
+    rc, theirs = run_module(stat_module, {"path": str(tmp_path / "file" / "below")}, tmp_path)
+    assert rc != 0
+    assert theirs["msg"] == "Not a directory"
+    with pytest.raises(NotADirectoryError):
+        ns.observe(str(tmp_path / "file" / "below"))
+
+
+def test_module_reports_drift_and_stat_and_never_the_hash(tmp_path):
+    path = tmp_path / "secrets.env"
+    path.write_text("API_KEY=hunter2\n")
+    path.chmod(0o600)
+    want = want_file(path, b"API_KEY=other\n", mode="0600")
+    rc, result = run_module(MODULE, {"files": [want], "paths": [str(path)]}, tmp_path)
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["drift"] == [f"{path}: content differs"]
+    assert result["stat"][str(path)]["isreg"] is True
+    assert want["sha256"] not in str(result)
+    rc, result = run_module(MODULE, {"files": [want], "paths": [str(path)]}, tmp_path, check=True)
+    assert rc == 0
+    assert result["drift"] == [f"{path}: content differs"]
+
+
+def test_module_refuses_a_bad_want_naming_it(tmp_path):
+    rc, result = run_module(
+        MODULE,
+        {"files": [{"path": "/x", "state": "directory", "owner": "root", "group": "root", "mode": "rwx"}]},
+        tmp_path,
+    )
+    assert rc != 0
+    assert (
+        result["msg"] == "node_state: bad input: files[0] (/x): mode must be an octal string such as '0644', got 'rwx'"
+    )
