@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -346,6 +347,23 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert second.rc == 0, second.output
     assert second.changed == 0, second.output
     assert json.loads((release / "gpufleet-release.json").read_text()) == manifest
+
+    # Drift on the installed release (the role reads it in one node_state call and writes only on a
+    # difference): each change is found and undone, and nothing is reinstalled.
+    env_text = (release / "gpufleet.env").read_text()
+    manifest_text = (release / "gpufleet-release.json").read_text()
+    with (release / "gpufleet.env").open("a") as env:
+        env.write("EDITED_BY_HAND=1\n")
+    (release / "gpufleet-release.json").chmod(0o600)
+    release.chmod(0o700)
+    fixed = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
+    assert fixed.rc == 0, fixed.output
+    # the directories' task, the environment file, the manifest (its mode): nothing installed again
+    assert fixed.changed == 3, fixed.output
+    assert (release / "gpufleet.env").read_text() == env_text
+    assert (release / "gpufleet-release.json").read_text() == manifest_text
+    assert stat.S_IMODE((release / "gpufleet-release.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE(release.stat().st_mode) == 0o755
 
     third = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.13"))
     assert third.rc == 0, third.output
