@@ -4,7 +4,7 @@
 """What a node's files, directories and accounts are, against what a role wants (stdlib only; runs on targets).
 
 A role that writes a dozen files and directories sends a dozen modules to the node on every run,
-each about 0.2 CPU s there (docs/noop-converge.md), even when nothing changed. ``node_state``
+each about 0.2 CPU s there (docs/connection.md, "Lever C"), even when nothing changed. ``node_state``
 answers in one pass whether every one of them is already as the role would leave it; only then does
 the role skip its writing tasks. Whatever is not provably as wanted is drift, and the role's normal
 tasks run and fix it, so a changed file is found as before.
