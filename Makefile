@@ -38,10 +38,18 @@ help:
 	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
 	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
-$(VENV)/.stamp: requirements.txt requirements-dev.txt
+# uv installs the venvs' pins (the same files pip would read; a warm cache makes a venv in seconds, not
+# the minute and more pip takes). It lives in the machine-level cache, so a fresh clone does not
+# install it again. The sglang role pins its own uv for the nodes (sglang_uv_version).
+UV_VERSION ?= 0.13.9
+UV        := $(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/uv
+$(UV):
+	python3 -m venv $(GPUFLEET_CACHE)/uv-$(UV_VERSION)
+	$(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/pip install -q uv==$(UV_VERSION)
+
+$(VENV)/.stamp: requirements.txt requirements-dev.txt | $(UV)
 	python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements-dev.txt
+	$(UV) pip install -q --python $(PY) --upgrade-package pip pip -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -50,12 +58,11 @@ venv: $(VENV)/.stamp
 # ansible-core and ansible, every other pin as in requirements.txt and requirements-dev.txt
 NEWEST_VENV ?= .venv-newest
 PYTHON_NEWEST ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3) $(shell command -v python3.13 2>/dev/null))
-$(NEWEST_VENV)/.stamp: requirements.txt requirements-dev.txt requirements-newest.txt
+$(NEWEST_VENV)/.stamp: requirements.txt requirements-dev.txt requirements-newest.txt | $(UV)
 	@[[ -n "$(PYTHON_NEWEST)" ]] || { echo "make venv-newest: no Python 3.13 found (looked for $(HOME)/.pyenv/versions/3.13.*/bin/python3 and python3.13 on PATH): install one (pyenv install 3.13) or pass PYTHON_NEWEST=/path/to/python3.13" >&2; exit 1; }
 	$(PYTHON_NEWEST) -m venv $(NEWEST_VENV)
-	$(NEWEST_VENV)/bin/pip install -q --upgrade pip
 	sed -E '/^(ansible|ansible-core)==/d; /^-r /d' requirements.txt requirements-dev.txt > $(NEWEST_VENV)/shared-pins.txt
-	$(NEWEST_VENV)/bin/pip install -q -r requirements-newest.txt -r $(NEWEST_VENV)/shared-pins.txt
+	$(UV) pip install -q --python $(NEWEST_VENV)/bin/python --upgrade-package pip pip -r requirements-newest.txt -r $(NEWEST_VENV)/shared-pins.txt
 	touch $@
 
 venv-newest: $(NEWEST_VENV)/.stamp

@@ -15,7 +15,8 @@ it), it puts a path hook before ``zipimport``'s, for payload archives only, whos
 module once per host and source: the code object is kept in ``CACHE_DIR`` under the sha256 of the
 Python version, the optimization level, the module's name and its source, and every later load gives
 it the archive path of the run at hand (tracebacks name this run's payload, as without the cache).
-Anything unexpected falls back to ``zipimport``'s own code path. Nothing else is imported
+Anything unexpected falls back to ``zipimport``'s own code path; a cache directory that is a link, or
+owned by another user, or writable by group or others is neither read nor written. Nothing else is imported
 differently: a path that is not an absolute ``..._payload.zip`` (or a directory inside one) gets
 ``zipimport`` as always.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import zipimport
 
@@ -48,6 +50,16 @@ def cache_key(fullname: str, source: str) -> str:
 
     parts = (sys.version, str(sys.flags.optimize), fullname, source)
     return hashlib.sha256(b"\0".join(p.encode("utf-8", "surrogatepass") for p in parts)).hexdigest()
+
+
+def trusted_dir(path: str) -> bool:
+    """A cache directory whose entries may be loaded: a real directory (not a link), owned by root or
+    this user, writable by no one else (an entry is code that runs as whoever imports it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
 def with_filename(code, filename: str):
@@ -79,6 +91,8 @@ class CachingZipImporter(zipimport.zipimporter):
             return super().get_code(fullname)
         if source is None:  # bytecode only in the archive: zipimport's own path
             return super().get_code(fullname)
+        if not trusted_dir(CACHE_DIR):  # compiled once, kept nowhere
+            return compile(source, filename, "exec", dont_inherit=True)
         import marshal  # noqa: PLC0415 (as hashlib above)
 
         path = os.path.join(CACHE_DIR, cache_key(fullname, source))

@@ -334,17 +334,32 @@ def test_role_baseline_history_and_summary(tmp_path, standin):
     ]
 
     # update_baseline from a passing run replaces it
-    fourth = run_play(
-        tmp_path,
-        ROLE_PLAY,
-        role_vars(tmp_path, slow.url, throughput_gate_update_baseline=True, throughput_gate_tolerance=0.5),
-        task,
-    )
-    assert fourth.rc == 0, fourth.output
-    # update_baseline raises the sequential minimum to throughput_gate_trials, so the run can be stored
-    assert fourth.res["baseline"]["min_trials_raised_to"] == 5
-    assert len(fourth.res["valid_trial_values"]) == 5
+    fourth = update_on_purpose(tmp_path, slow.url, task, baseline_path)
     assert json.loads(baseline_path.read_text())["trials"] == fourth.res["valid_trial_values"]
+
+
+def update_on_purpose(tmp_path, url, task, baseline_path):
+    """A passing run with update_baseline, which must replace the baseline. On a loaded test host one trial
+    can drift far enough (seen: 999 among 1,550-1,600 tok/s) that the run's trials are refused as a
+    baseline, rightly: the baseline then stays, the reason says why, and the run is taken once more."""
+    before = json.loads(baseline_path.read_text())
+    for attempt in (1, 2):
+        run = run_play(
+            tmp_path,
+            ROLE_PLAY,
+            role_vars(tmp_path, url, throughput_gate_update_baseline=True, throughput_gate_tolerance=0.5),
+            task,
+        )
+        assert run.rc == 0, run.output
+        # update_baseline raises the sequential minimum to throughput_gate_trials, so the run can be stored
+        assert run.res["baseline"]["min_trials_raised_to"] == 5
+        assert len(run.res["valid_trial_values"]) == 5
+        if run.res["baseline"]["written"] or attempt == 2:
+            break
+        assert "cannot be a baseline" in run.res["baseline"]["write_reason"], run.res["baseline"]
+        assert json.loads(baseline_path.read_text()) == before
+    assert run.res["baseline"]["written"] is True, run.res["baseline"]
+    return run
 
 
 def test_role_check_mode_writes_nothing(tmp_path, standin):

@@ -163,6 +163,29 @@ def test_an_unwritable_cache_compiles_every_time_and_leaves_nothing(importer, mo
     assert not (tmp_path / "no-such-dir").exists()
 
 
+@pytest.mark.parametrize("how", ["world-writable", "group-writable", "a link", "a file"])
+def test_a_cache_directory_others_could_write_is_neither_read_nor_written(importer, monkeypatch, tmp_path, how):
+    cache = tmp_path / "cache"
+    importer.get_code("pkg")  # one good entry, written while the directory was safe
+    (entry,) = cache.iterdir()
+    if how == "world-writable":
+        cache.chmod(0o777)
+    elif how == "group-writable":
+        cache.chmod(0o775)
+    elif how == "a link":
+        monkeypatch.setattr(hook, "CACHE_DIR", str(tmp_path / "link"))
+        (tmp_path / "link").symlink_to(cache)
+    else:
+        monkeypatch.setattr(hook, "CACHE_DIR", str(entry))
+    calls = counting_compile(monkeypatch)
+    namespace: dict = {}
+    exec(importer.get_code("pkg"), namespace)
+    exec(importer.get_code("pkg"), {})
+    assert namespace["VALUE"] == 1
+    assert len(calls) == 2, "compiled at every load, the entry never read"
+    assert list(cache.iterdir()) == [entry], "nothing written"
+
+
 def test_the_same_source_under_another_interpreter_or_name_is_another_entry():
     assert hook.cache_key("a", "x = 1\n") == hook.cache_key("a", "x = 1\n")
     assert hook.cache_key("a", "x = 1\n") != hook.cache_key("b", "x = 1\n")
