@@ -202,7 +202,8 @@ def test_requirements_split_users_from_developers() -> None:
     assert "-r requirements.txt" in dev_text.splitlines()
     assert DEV_TOOLS | {"ansible-builder"} <= set(pins("requirements-dev.txt"))
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"pip install -q -r requirements-dev\.txt", makefile)
+    # make venv installs requirements-dev.txt into .venv (with uv)
+    assert re.search(r"\$\(UV\) pip install -q --python \$\(PY\) .*-r requirements-dev\.txt", makefile)
 
 
 def test_versions_agree() -> None:
