@@ -40,11 +40,12 @@ help:
 
 # uv installs the venvs' pins (the same files pip would read; on a warm cache a venv takes about 30 s,
 # bytecode compiled on both cores as pip compiles it, against about 75 s with pip). It lives in the
-# machine-level cache, so a fresh clone does not install it again. The sglang role pins its own uv
-# for the nodes (sglang_uv_version).
-UV_VERSION ?= 0.13.9
+# machine-level cache, so a fresh clone does not install it again. Its version is the one the sglang
+# role installs on the nodes (sglang_uv_version in its defaults, read as lab.sh and the fleet read it).
+UV_VERSION ?= $(shell sed -n 's/^sglang_uv_version: "\(.*\)"$$/\1/p' roles/sglang/defaults/main.yml)
 UV        := $(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/uv
 $(UV):
+	@[[ -n "$(UV_VERSION)" ]] || { echo "make: no uv version: sglang_uv_version not found in roles/sglang/defaults/main.yml (or pass UV_VERSION=...)" >&2; exit 1; }
 	python3 -m venv $(GPUFLEET_CACHE)/uv-$(UV_VERSION)
 	$(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/pip install -q uv==$(UV_VERSION)
 
