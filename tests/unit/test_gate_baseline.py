@@ -301,7 +301,7 @@ def test_lock_wait_has_a_deadline(tmp_path):
             gb.locked(lock, timeout=0.5),
         ):
             pass
-        assert time.monotonic() - start < 3
+        assert time.monotonic() - start < 10  # the holder keeps the lock for 30 s
     finally:
         holder.kill()
         holder.wait()
