@@ -75,6 +75,7 @@ def payload(root: Path, run: str) -> Path:
 
 def probe(archive: Path, cache: Path, use_hook: bool) -> dict:
     env = dict(os.environ, GPUFLEET_TEST_PYCACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)  # tests/conftest.py's site directory would load the hook into the plain run
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(archive), "hook" if use_hook else "plain", str(HOOK_FILE)],
         capture_output=True,
