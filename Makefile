@@ -43,11 +43,12 @@ help:
 # machine-level cache, so a fresh clone does not install it again. Its version is the one the sglang
 # role installs on the nodes (sglang_uv_version in its defaults, read as lab.sh and the fleet read it).
 UV_VERSION ?= $(shell sed -n 's/^sglang_uv_version: "\(.*\)"$$/\1/p' roles/sglang/defaults/main.yml)
-UV        := $(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/uv
+UV_DIR    := $(GPUFLEET_CACHE)/uv-$(UV_VERSION)
+UV        := $(UV_DIR)/bin/uv
 $(UV):
 	@[[ -n "$(UV_VERSION)" ]] || { echo "make: no uv version: sglang_uv_version not found in roles/sglang/defaults/main.yml (or pass UV_VERSION=...)" >&2; exit 1; }
-	python3 -m venv $(GPUFLEET_CACHE)/uv-$(UV_VERSION)
-	$(GPUFLEET_CACHE)/uv-$(UV_VERSION)/bin/pip install -q uv==$(UV_VERSION)
+	python3 -m venv $(UV_DIR)
+	$(UV_DIR)/bin/pip install -q uv==$(UV_VERSION)
 
 $(VENV)/.stamp: requirements.txt requirements-dev.txt | $(UV)
 	python3 -m venv $(VENV)

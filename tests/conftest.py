@@ -13,13 +13,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lib.cache import CACHE
+
 PYCACHE_SITE = Path(__file__).resolve().parent / "harness" / "pycache_site"
 
 
 def _enable_module_pycache() -> None:
-    cache = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "test-pycache"
-    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ.setdefault("GPUFLEET_TEST_PYCACHE_DIR", str(cache))
+    if "GPUFLEET_TEST_PYCACHE_DIR" not in os.environ:
+        cache = CACHE / "test-pycache"
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.environ["GPUFLEET_TEST_PYCACHE_DIR"] = str(cache)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(PYCACHE_SITE)]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(PYCACHE_SITE), *paths])
 

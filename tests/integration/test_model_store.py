@@ -26,12 +26,12 @@ from urllib.parse import quote
 
 import ansible_runner
 import pytest
+from lib.cache import CACHE
 from lib.playbook import ansible_settings, runner_data_dir
 
 if TYPE_CHECKING:  # the hub fixture is in conftest.py
     from integration.conftest import HubStandIn
 
-CACHE = Path(os.environ.get("GPUFLEET_CACHE", Path.home() / ".cache" / "gpufleet"))
 VENV = CACHE / "model-store-hf-venv"
 
 PLAY = """

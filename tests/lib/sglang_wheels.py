@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import os
 import re
 import subprocess
 import sys
@@ -18,8 +17,10 @@ import threading
 import zipfile
 from pathlib import Path
 
+from lib.cache import CACHE
+
 REPO = Path(__file__).resolve().parents[2]
-WHEEL_DIR = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "wheels"
+WHEEL_DIR = CACHE / "wheels"
 
 # Versions the tests use, with what docs/sglang-versions-and-flags.md says about each.
 PATCH_NEEDED = ("0.5.8", "0.5.12.post1")

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import pytest
+from lib.cache import CACHE
 from lib.sglang_wheels import read_member
 from sglang_flag_table.generate import TABLE, build_table, dump, render_table_module
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import known_flags
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table import FLAGS, VERSIONS
 
-CPU_PARSER_VENV = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "sglang-parser-0.5.23"
+CPU_PARSER_VENV = CACHE / "sglang-parser-0.5.23"
 # Versions whose server_args import works in that venv (0.5.8 to 0.5.20 import torchvision, whose
 # PyPI build does not load beside CPU torch).
 CPU_PARSER_VERSIONS = ("0.5.21", "0.5.22", "0.5.23")

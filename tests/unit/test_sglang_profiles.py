@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lib.cache import CACHE
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import args as sglang_args
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.args import render_argv
@@ -26,7 +27,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.flag_table 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
 CHECKER = REPO / "plugins" / "module_utils" / "sglang" / "argv_check_script.py"
-PARSER_VENV = Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet") / "sglang-parser-0.5.23"
+PARSER_VENV = CACHE / "sglang-parser-0.5.23"
 PARSER_PYTHON = os.environ.get("GPUFLEET_SGLANG_PARSER_PYTHON") or (
     str(PARSER_VENV / "bin" / "python") if (PARSER_VENV / ".gpufleet-stamp").is_file() else None
 )
