@@ -18,8 +18,8 @@ import hashlib
 import json
 import os
 import shutil
-import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -195,18 +195,6 @@ def test_interrupted_download_resumes(tmp_path, hub):
     assert run.facts["tiny"]["verified"] is True
 
 
-def test_not_enough_space_is_refused_before_any_byte(tmp_path, hub):
-    h = hub("--size-mb", "4")
-    run = run_role(tmp_path, [model(h)], model_store_reserve_bytes=2**60)
-    assert run.rc != 0
-    msg = " ".join(run.failed_msgs)
-    assert "not enough space" in msg
-    assert "the download needs 4.0 MiB" in msg
-    assert "nothing was downloaded" in msg
-    assert downloads(h) == []
-    assert not list((tmp_path / "store").glob("gpufleet-test/tiny-moe/*"))
-
-
 def test_gated_repo_token_and_wrong_revision(tmp_path, hub):
     h = hub("--size-mb", "1")
     gated = model(h, name="gated", repo="gpufleet-test/gated-moe")
@@ -223,21 +211,6 @@ def test_gated_repo_token_and_wrong_revision(tmp_path, hub):
     bad_rev = run_role(tmp_path, [model(h, revision="no-such-branch")])
     assert bad_rev.rc != 0
     assert "revision 'no-such-branch' not found in gpufleet-test/tiny-moe" in " ".join(bad_rev.failed_msgs)
-
-
-def test_bad_declarations_are_named_before_any_change(tmp_path, hub):
-    h = hub("--size-mb", "1")
-    run = run_role(
-        tmp_path,
-        [model(h), model(h), {"name": "x", "repo": "no-slash", "revision": "main"}, model(h, name="l", source="local")],
-    )
-    assert run.rc != 0
-    msg = " ".join(run.failed_msgs)
-    assert "model tiny: declared twice" in msg
-    assert "model x: repo 'no-slash' is not '<org>/<name>'" in msg
-    assert "model l: a local source needs revision set to the 40-hex commit" in msg
-    assert h.requests() == []
-    assert not (tmp_path / "store").exists()
 
 
 def test_local_source_and_check_mode(tmp_path, downloaded):
@@ -267,137 +240,289 @@ def tree(h: HubStandIn) -> list[dict]:
         return json.loads(resp.read())
 
 
-def store_files(tmp_path: Path) -> list[Path]:
-    return [p for p in (tmp_path / "store").rglob("*") if p.is_file() or p.is_symlink()]
-
-
-def test_a_file_growing_past_its_declared_size_is_cut_off_and_removed(tmp_path, hub):
-    h = hub("--size-mb", "1", "--endless", "model.safetensors")
-    began = time.monotonic()
-    run = run_role(tmp_path, [model(h)])
-    assert run.rc != 0
-    msg = " ".join(run.failed_msgs)
-    size = next(e["size"] for e in tree(h) if e["path"] == "model.safetensors")
-    assert f"model tiny: model.safetensors went past the {size} bytes expected of it" in msg, run.output
-    assert f"reading stopped at byte {size + 1}" in msg
-    assert "the partial file was removed" in msg
-    assert time.monotonic() - began < 300
-    left = [p.name for p in store_files(tmp_path)]
-    assert "model.safetensors" not in left
-    assert not [n for n in left if n.endswith(".incomplete")], left
-    assert not list((tmp_path / "store").glob("gpufleet-test/tiny-moe/[0-9a-f]*[0-9a-f]"))  # no snapshot
-
-
-@pytest.mark.parametrize(
-    ("planted", "why"),
-    [("../../escape.txt", "'..' segment"), ("/tmp/escape.txt", "is absolute"), ("a//b.txt", "empty segment")],
-)
-def test_a_listing_name_that_is_not_a_plain_relative_path_is_refused(tmp_path, hub, planted, why):
-    h = hub("--size-mb", "1", "--tree-extra", planted)
-    run = run_role(tmp_path, [model(h)])
-    assert run.rc != 0
-    msg = " ".join(run.failed_msgs)
-    assert "the file list of gpufleet-test/tiny-moe@" in msg, run.output
-    assert why in msg
-    assert downloads(h) == []
-    assert not (tmp_path / "escape.txt").exists()
-    assert "Traceback" not in run.output
-
-
-def test_a_commit_that_is_not_40_hex_is_refused_before_it_names_a_directory(tmp_path, hub):
-    h = hub("--size-mb", "1", "--commit-sha", "../../../outside")
-    run = run_role(tmp_path, [model(h)])
-    assert run.rc != 0
-    assert "answered for gpufleet-test/tiny-moe@main the commit '../../../outside' is not a commit id" in " ".join(
-        run.failed_msgs
-    ), run.output
-    assert not (tmp_path / "outside").exists()
-    assert not (tmp_path / "store" / ".gpufleet" / "refs.json").exists()
-    assert downloads(h) == []
-
-
-def test_a_symlink_in_a_local_source_is_refused_not_followed(tmp_path, hub):
-    hub("--size-mb", "1")
-    src = tmp_path / "nfs" / "snapshot"
-    src.mkdir(parents=True)
-    (src / "config.json").write_text("{}\n")
-    (tmp_path / "host-secret").write_text("root:hash:19000\n")
-    (src / "tokenizer.json").symlink_to(tmp_path / "host-secret")
-    local = {
-        "name": "tiny",
-        "repo": "gpufleet-test/tiny-moe",
-        "revision": "0" * 40,
-        "source": "local",
-        "local_path": str(src),
-    }
-    run = run_role(tmp_path, [local])
-    assert run.rc != 0
-    assert f"{src}/tokenizer.json is a symlink" in " ".join(run.failed_msgs), run.output
-    assert "never followed" in " ".join(run.failed_msgs)
-    for path in store_files(tmp_path):
-        assert path.is_symlink() or b"root:hash" not in path.read_bytes()
-
-
-CREDENTIAL = "hf_Cred1t$ecret"
-
-
-@pytest.mark.parametrize(
-    "endpoint",
-    [
-        "http://user:{c}@127.0.0.1:{port}",
-        "http://user:{q}@127.0.0.1:{port}",
-        "http://127.0.0.1:{port}/?token={q}",
-    ],
-)
-def test_credentials_in_an_endpoint_reach_no_output_and_no_file(tmp_path, hub, endpoint):
-    h = hub("--size-mb", "1")
-    url = endpoint.format(c=CREDENTIAL, q=quote(CREDENTIAL, safe=""), port=h.port)
-    forms = [CREDENTIAL, quote(CREDENTIAL, safe=""), quote(CREDENTIAL)]
-    through_role = run_role(tmp_path, [model(h, endpoint=url)])
-    assert through_role.rc != 0
-    assert "credentials in an endpoint URL are refused" in " ".join(through_role.failed_msgs)
-    direct = run_module_directly(tmp_path, url)  # the module's own refusal, with its invocation shown
-    assert direct.rc != 0
-    assert "credentials in an endpoint URL are refused" in " ".join(direct.failed_msgs), direct.output
-    for text in (through_role.output, direct.output, json.dumps(through_role.facts)):
-        for form in forms:
-            assert form not in text
-    for path in store_files(tmp_path):
-        if not path.is_symlink():
-            for form in forms:
-                assert form.encode() not in path.read_bytes(), path
-    assert h.requests() == []
-
-
-def run_module_directly(tmp_path: Path, endpoint: str) -> Run:
-    pdd = tmp_path / f"direct-{time.monotonic_ns()}"
-    (pdd / "project").mkdir(parents=True)
-    (pdd / "project" / "play.yml").write_text(
-        """
-- name: The module alone
+# Every refusal below is one case of one playbook run (BATCH_PLAY: the role, or the module alone, once per
+# case, each in a block whose rescue records the message), started by the module fixture ``refusals``:
+# a run of ansible-playbook costs about a second of CPU before its first task, and these cases need
+# nothing of each other but the run. Each case has its own directory (its store in <dir>/store), its own
+# Hub stand-in (its request log proves that nothing was downloaded), and its outcome in <dir>/outcome.json.
+BATCH_PLAY = """
+- name: Model store, one case after another
   hosts: localhost
   gather_facts: false
   tasks:
-    - name: Fetch
+    - name: Run each case
+      ansible.builtin.include_tasks: case.yml
+      loop: "{{ cases }}"
+      loop_control:
+        loop_var: case
+        label: "{{ case.name }}"
+"""
+
+CASE_TASKS = """
+- name: Case {{ case.name }}
+  block:
+    - name: Note when the case began
+      ansible.builtin.set_fact:
+        case_began: "{{ now(utc=true).timestamp() }}"
+    - name: The role
+      ansible.builtin.include_role:
+        name: gpufleet.sglang.model_store
+      vars:
+        model_store_models: "{{ case.models }}"
+        model_store_dir: "{{ case.dir }}/store"
+        model_store_reserve_bytes: "{{ case.reserve_bytes | default(0) }}"
+      when: case.kind == 'role'
+    - name: The module alone
       gpufleet.sglang.model_store_fetch:
-        store: "{{ store }}"
+        store: "{{ case.dir }}/store"
         name: tiny
         repo: gpufleet-test/tiny-moe
-        endpoint: "{{ endpoint }}"
+        endpoint: "{{ case.endpoint }}"
       vars:
-        ansible_python_interpreter: "{{ venv }}/bin/python"
+        ansible_python_interpreter: "{{ model_store_venv }}/bin/python"
+      when: case.kind == 'module'
+    - name: Record the outcome
+      ansible.builtin.copy:
+        content: "{{ {'ok': true} | to_json }}"
+        dest: "{{ case.dir }}/outcome-{{ case.name }}.json"
+        mode: "0644"
+  rescue:
+    - name: Record the failure
+      ansible.builtin.copy:
+        content: >-
+          {{ {'ok': false, 'msg': ansible_failed_result.msg,
+              'seconds': now(utc=true).timestamp() - case_began | float} | to_json }}
+        dest: "{{ case.dir }}/outcome-{{ case.name }}.json"
+        mode: "0644"
 """
-    )
+
+
+@dataclass
+class Case:
+    """One case of the batch: its directory (the store is ``dir / "store"``), its Hub stand-in (None for a
+    local source), what the play recorded (for an endpoint case also ``direct``: the module alone), and the
+    output of the whole run it was part of (``direct_output``: the module's run at -vvv)."""
+
+    dir: Path
+    hub: HubStandIn | None
+    outcome: dict = field(default_factory=dict)
+    output: str = ""
+    direct_output: str = ""
+
+    @property
+    def msg(self) -> str:
+        return str(self.outcome.get("msg", ""))
+
+
+def run_batch(where: Path, cases: dict[str, dict], verbosity: int = 0) -> str:
+    """Run BATCH_PLAY over ``cases`` (name -> the case's fields) in one ansible-playbook; returns its output."""
+    pdd = runner_data_dir(where, BATCH_PLAY)
+    (pdd / "project" / "case.yml").write_text(CASE_TASKS)
     runner = ansible_runner.run(
         private_data_dir=str(pdd),
         playbook="play.yml",
-        extravars={"store": str(tmp_path / "store"), "endpoint": endpoint, "venv": str(VENV)},
+        extravars={
+            "cases": [{"name": name, **fields} for name, fields in cases.items()],
+            "model_store_venv": str(VENV),
+            "model_store_poll_s": 1,
+        },
         envvars=ansible_settings(),
-        verbosity=3,
+        verbosity=verbosity,
         quiet=True,
-        timeout=300,
+        timeout=600,
     )
-    return Run(runner)
+    output = runner.stdout.read()
+    assert runner.rc == 0, output  # every case ends in its block or its rescue
+    return output
+
+
+LISTINGS = {
+    "listing-dotdot": ("../../escape.txt", "'..' segment"),
+    "listing-absolute": ("/tmp/escape.txt", "is absolute"),
+    "listing-empty-segment": ("a//b.txt", "empty segment"),
+}
+
+CREDENTIAL = "hf_Cred1t$ecret"
+ENDPOINTS = {
+    "credentials-userinfo": "http://user:{c}@127.0.0.1:{port}",
+    "credentials-userinfo-quoted": "http://user:{q}@127.0.0.1:{port}",
+    "credentials-query": "http://127.0.0.1:{port}/?token={q}",
+}
+CREDENTIAL_FORMS = [CREDENTIAL, quote(CREDENTIAL, safe=""), quote(CREDENTIAL)]
+
+RECORDS = {
+    "record-list": (lambda p: p.write_text("[]"), "is a list, not an object with repo, commit and files"),
+    "record-no-commit": (lambda p: p.write_text('{"repo": "gpufleet-test/tiny-moe"}'), "has no 'commit'"),
+    "record-not-utf8": (lambda p: p.write_bytes(b"\xff\xfe"), "is not UTF-8"),
+    "record-fifo": (lambda p: (p.unlink(), os.mkfifo(p)), "is a FIFO, not a regular file"),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(module_hub, downloaded, tmp_path_factory) -> dict[str, Case]:
+    """Every refusal case, run in two playbook runs: the role's cases, then the module alone for each
+    endpoint with credentials, at -vvv (its invocation shown)."""
+    where = tmp_path_factory.mktemp("refusals")
+    cases: dict[str, Case] = {}
+    fields: dict[str, dict] = {}
+
+    def add(name: str, hub: HubStandIn | None, models: list[dict], **more) -> Path:
+        cases[name] = Case(where / name, hub)
+        cases[name].dir.mkdir()
+        fields[name] = {"kind": "role", "dir": str(cases[name].dir), "models": models, **more}
+        return cases[name].dir
+
+    h = module_hub("--size-mb", "4")
+    add("space", h, [model(h)], reserve_bytes=2**60)
+    h = module_hub("--size-mb", "1")
+    bad = [
+        model(h),
+        model(h),
+        {"name": "x", "repo": "no-slash", "revision": "main"},
+        model(h, name="l", source="local"),
+    ]
+    add("declarations", h, bad)
+    h = module_hub("--size-mb", "1", "--endless", "model.safetensors")
+    add("growing", h, [model(h)])
+    for name, (planted, _why) in LISTINGS.items():
+        h = module_hub("--size-mb", "1", "--tree-extra", planted)
+        add(name, h, [model(h)])
+    h = module_hub("--size-mb", "1", "--commit-sha", "../../../outside")
+    add("commit", h, [model(h)])
+
+    d = add("symlink", None, [])
+    src = d / "nfs" / "snapshot"
+    src.mkdir(parents=True)
+    (src / "config.json").write_text("{}\n")
+    (d / "host-secret").write_text("root:hash:19000\n")
+    (src / "tokenizer.json").symlink_to(d / "host-secret")
+    fields["symlink"]["models"] = [
+        {
+            "name": "tiny",
+            "repo": "gpufleet-test/tiny-moe",
+            "revision": "0" * 40,
+            "source": "local",
+            "local_path": str(src),
+        }
+    ]
+
+    for name, endpoint in ENDPOINTS.items():
+        h = module_hub("--size-mb", "1")
+        url = endpoint.format(c=CREDENTIAL, q=quote(CREDENTIAL, safe=""), port=h.port)
+        add(name, h, [model(h, endpoint=url)], endpoint=url)
+
+    for name, (damage, _why) in RECORDS.items():
+        d = add(name, downloaded.hub, [model(downloaded.hub)])
+        snap = downloaded.copy_to(d)
+        damage(snap / ".gpufleet-model.json")
+
+    output = run_batch(where, fields)
+    direct_output = run_batch(
+        where, {f"{name}-module": {**fields[name], "kind": "module"} for name in ENDPOINTS}, verbosity=3
+    )
+    for name, case in cases.items():
+        case.output = output
+        case.outcome = json.loads((case.dir / f"outcome-{name}.json").read_text())
+        if name in ENDPOINTS:
+            case.outcome["direct"] = json.loads((case.dir / f"outcome-{name}-module.json").read_text())
+            case.direct_output = direct_output
+    return cases
+
+
+def refused(case: Case) -> str:
+    """The message the role refused ``case`` with; the test fails if it did not refuse."""
+    assert case.outcome["ok"] is False, case.output
+    assert "Traceback" not in case.output
+    return case.msg
+
+
+def store_files(d: Path) -> list[Path]:
+    return [p for p in (d / "store").rglob("*") if p.is_file() or p.is_symlink()]
+
+
+def test_not_enough_space_is_refused_before_any_byte(refusals):
+    case = refusals["space"]
+    msg = refused(case)
+    assert "not enough space" in msg
+    assert "the download needs 4.0 MiB" in msg
+    assert "nothing was downloaded" in msg
+    assert downloads(case.hub) == []
+    assert not list((case.dir / "store").glob("gpufleet-test/tiny-moe/*"))
+
+
+def test_bad_declarations_are_named_before_any_change(refusals):
+    case = refusals["declarations"]
+    msg = refused(case)
+    assert "model tiny: declared twice" in msg
+    assert "model x: repo 'no-slash' is not '<org>/<name>'" in msg
+    assert "model l: a local source needs revision set to the 40-hex commit" in msg
+    assert case.hub.requests() == []
+    assert not (case.dir / "store").exists()
+
+
+def test_a_file_growing_past_its_declared_size_is_cut_off_and_removed(refusals):
+    case = refusals["growing"]
+    msg = refused(case)
+    size = next(e["size"] for e in tree(case.hub) if e["path"] == "model.safetensors")
+    assert f"model tiny: model.safetensors went past the {size} bytes expected of it" in msg
+    assert f"reading stopped at byte {size + 1}" in msg
+    assert "the partial file was removed" in msg
+    assert case.outcome["seconds"] < 300
+    left = [p.name for p in store_files(case.dir)]
+    assert "model.safetensors" not in left
+    assert not [n for n in left if n.endswith(".incomplete")], left
+    assert not list((case.dir / "store").glob("gpufleet-test/tiny-moe/[0-9a-f]*[0-9a-f]"))  # no snapshot
+
+
+@pytest.mark.parametrize("name", list(LISTINGS))
+def test_a_listing_name_that_is_not_a_plain_relative_path_is_refused(refusals, name):
+    case = refusals[name]
+    msg = refused(case)
+    assert "the file list of gpufleet-test/tiny-moe@" in msg
+    assert LISTINGS[name][1] in msg
+    assert downloads(case.hub) == []
+    assert not (case.dir / "escape.txt").exists()
+
+
+def test_a_commit_that_is_not_40_hex_is_refused_before_it_names_a_directory(refusals):
+    case = refusals["commit"]
+    msg = refused(case)
+    assert "answered for gpufleet-test/tiny-moe@main the commit '../../../outside' is not a commit id" in msg
+    assert not (case.dir / "outside").exists()
+    assert not (case.dir / "store" / ".gpufleet" / "refs.json").exists()
+    assert downloads(case.hub) == []
+
+
+def test_a_symlink_in_a_local_source_is_refused_not_followed(refusals):
+    case = refusals["symlink"]
+    msg = refused(case)
+    assert f"{case.dir}/nfs/snapshot/tokenizer.json is a symlink" in msg
+    assert "never followed" in msg
+    for path in store_files(case.dir):
+        assert path.is_symlink() or b"root:hash" not in path.read_bytes()
+
+
+@pytest.mark.parametrize("name", list(ENDPOINTS))
+def test_credentials_in_an_endpoint_reach_no_output_and_no_file(refusals, name):
+    case = refusals[name]
+    assert "credentials in an endpoint URL are refused" in refused(case)
+    direct = case.outcome["direct"]  # the module's own refusal, with its invocation shown (-vvv)
+    assert direct["ok"] is False
+    assert "credentials in an endpoint URL are refused" in direct["msg"]
+    for form in CREDENTIAL_FORMS:
+        assert form not in case.output
+        assert form not in case.direct_output
+        assert form not in json.dumps(case.outcome)
+    for path in store_files(case.dir):
+        if not path.is_symlink():
+            for form in CREDENTIAL_FORMS:
+                assert form.encode() not in path.read_bytes(), path
+    assert case.hub.requests() == []
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_a_snapshot_record_of_the_wrong_shape_is_named(refusals, name):
+    assert RECORDS[name][1] in refused(refusals[name])
 
 
 def test_refs_recorded_with_credentials_by_an_older_version_are_removed(tmp_path, hub):
@@ -412,22 +537,3 @@ def test_refs_recorded_with_credentials_by_an_older_version_are_removed(tmp_path
     assert json.loads(refs.read_text()) == {f"{h.url} gpufleet-test/tiny-moe@main": run.facts["tiny"]["commit"]}
     assert "recorded with credentials in their endpoint; they were removed" in run.output
     assert CREDENTIAL not in run.output
-
-
-@pytest.mark.parametrize(
-    ("damage", "why"),
-    [
-        (lambda p: p.write_text("[]"), "is a list, not an object with repo, commit and files"),
-        (lambda p: p.write_text('{"repo": "gpufleet-test/tiny-moe"}'), "has no 'commit'"),
-        (lambda p: p.write_bytes(b"\xff\xfe"), "is not UTF-8"),
-        (lambda p: (p.unlink(), os.mkfifo(p)), "is a FIFO, not a regular file"),
-    ],
-)
-def test_a_snapshot_record_of_the_wrong_shape_is_named(tmp_path, stored, damage, why):
-    h, snap = stored  # a store where the snapshot was downloaded and verified
-    record = snap / ".gpufleet-model.json"
-    damage(record)
-    run = run_role(tmp_path, [model(h)])
-    assert run.rc != 0
-    assert why in " ".join(run.failed_msgs), run.output
-    assert "Traceback" not in run.output
