@@ -27,7 +27,7 @@ from urllib.parse import quote
 import ansible_runner
 import pytest
 from lib.cache import CACHE
-from lib.playbook import ansible_settings, runner_data_dir
+from lib.playbook import CASES_PLAY, ansible_settings, runner_data_dir
 
 if TYPE_CHECKING:  # the hub fixture is in conftest.py
     from integration.conftest import HubStandIn
@@ -240,24 +240,12 @@ def tree(h: HubStandIn) -> list[dict]:
         return json.loads(resp.read())
 
 
-# Every refusal below is one case of one playbook run (BATCH_PLAY: the role, or the module alone, once per
+# Every refusal below is one case of one playbook run (CASES_PLAY: the role, or the module alone, once per
 # case, each in a block whose rescue records the message), started by the module fixture ``refusals``:
 # a run of ansible-playbook costs about a second of CPU before its first task, and these cases need
 # nothing of each other but the run. Each case has its own directory (its store in <dir>/store), its own
-# Hub stand-in (its request log proves that nothing was downloaded), and its outcome in <dir>/outcome.json.
-BATCH_PLAY = """
-- name: Model store, one case after another
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Run each case
-      ansible.builtin.include_tasks: case.yml
-      loop: "{{ cases }}"
-      loop_control:
-        loop_var: case
-        label: "{{ case.name }}"
-"""
-
+# Hub stand-in (its request log proves that nothing was downloaded), and its outcome in
+# <dir>/outcome-<case>.json.
 CASE_TASKS = """
 - name: Case {{ case.name }}
   block:
@@ -315,8 +303,8 @@ class Case:
 
 
 def run_batch(where: Path, cases: dict[str, dict], verbosity: int = 0) -> str:
-    """Run BATCH_PLAY over ``cases`` (name -> the case's fields) in one ansible-playbook; returns its output."""
-    pdd = runner_data_dir(where, BATCH_PLAY)
+    """Run CASES_PLAY over ``cases`` (name -> the case's fields) in one ansible-playbook; returns its output."""
+    pdd = runner_data_dir(where, CASES_PLAY)
     (pdd / "project" / "case.yml").write_text(CASE_TASKS)
     runner = ansible_runner.run(
         private_data_dir=str(pdd),

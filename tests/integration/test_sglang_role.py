@@ -22,7 +22,7 @@ from pathlib import Path
 import ansible_runner
 import pytest
 import yaml
-from lib.playbook import ansible_settings, runner_data_dir
+from lib.playbook import CASES_PLAY, ansible_settings, runner_data_dir
 from lib.sglang_wheels import (
     ENABLED_UPSTREAM,
     PATCH_NEEDED,
@@ -43,17 +43,6 @@ UV_VERSION = str(yaml.safe_load((REPO / "roles/sglang/defaults/main.yml").read_t
 
 # Runs the `patch` entry point once per case; a case that fails has its message recorded
 # (the harness's rescue), so one playbook run covers several cases.
-PATCH_PLAY = """
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Run each case
-      ansible.builtin.include_tasks: case.yml
-      loop: "{{ cases }}"
-      loop_control:
-        loop_var: case
-"""
-
 CASE_TASKS = """
 - name: Case {{ case.name }}
   block:
@@ -164,7 +153,7 @@ def test_patch_enables_commented_backend_and_is_idempotent(tmp_path):
         originals[version] = (sites[version] / MODEL_RUNNER).read_text(encoding="utf-8").splitlines()
         cases.append(case(tmp_path, version, sites[version], extra=[{"name": "marker", "template": str(template)}]))
 
-    first = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    first = play(tmp_path, CASES_PLAY, {"cases": cases})
     assert first.rc == 0, first.output
     patched = {}
     for version, site in sites.items():
@@ -183,7 +172,7 @@ def test_patch_enables_commented_backend_and_is_idempotent(tmp_path):
         assert (site / "sglang/version.py").read_text().startswith("# gpufleet extra patch\ntry:\n")
         patched[version] = sha(site / MODEL_RUNNER)
 
-    second = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    second = play(tmp_path, CASES_PLAY, {"cases": cases})
     assert second.rc == 0, second.output
     assert second.changed == 0, second.output
     for version, site in sites.items():
@@ -196,7 +185,7 @@ def test_enabled_upstream_changes_nothing(tmp_path):
     sites = {v: install_wheel(v, tmp_path / v) for v in ENABLED_UPSTREAM}
     files = {v: Path(inspect_sglang(str(site))["autotune_file"]) for v, site in sites.items()}
     originals = {v: sha(f) for v, f in files.items()}
-    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, v, site) for v, site in sites.items()]})
+    run = play(tmp_path, CASES_PLAY, {"cases": [case(tmp_path, v, site) for v, site in sites.items()]})
     assert run.rc == 0, run.output
     assert run.changed == 0, run.output
     for version in ENABLED_UPSTREAM:
@@ -209,7 +198,7 @@ def test_enabled_upstream_changes_nothing(tmp_path):
 def test_check_diff_shows_patch_and_changes_nothing(tmp_path):
     site = install_wheel("0.5.8", tmp_path / "site")
     original = sha(site / MODEL_RUNNER)
-    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, "check", site)]}, check=True, diff=True)
+    run = play(tmp_path, CASES_PLAY, {"cases": [case(tmp_path, "check", site)]}, check=True, diff=True)
     assert run.rc == 0, run.output
     assert outcome(tmp_path, "check") == {"ok": True, "state": "would_patch"}
     assert '+-            # "flashinfer_cutlass",' in run.output
@@ -262,7 +251,7 @@ def test_failures_are_clear_and_leave_files_byte_identical(tmp_path):
     targets["extra"] = site / "sglang/version.py"
 
     originals = {name: sha(path) for name, path in targets.items()}
-    run = play(tmp_path, PATCH_PLAY, {"cases": cases})
+    run = play(tmp_path, CASES_PLAY, {"cases": cases})
     assert run.rc == 0, run.output
     got = {name: outcome(tmp_path, name) for name in targets}
     assert not any(o["ok"] for o in got.values()), got
@@ -760,7 +749,7 @@ def test_interrupted_run_is_undone_and_patched_again_without_record(tmp_path):
     )
     assert "flashinfer_cutlass" in inspect_sglang(str(site))["autotuned_backends"]
 
-    first = play(tmp_path, PATCH_PLAY, {"cases": [the_case]})
+    first = play(tmp_path, CASES_PLAY, {"cases": [the_case]})
     assert first.rc == 0, first.output
     assert "did not finish; restored" in first.output, first.output
     assert f"{MODEL_RUNNER}" in first.output.split("did not finish; restored", 1)[1][:200]
@@ -769,7 +758,7 @@ def test_interrupted_run_is_undone_and_patched_again_without_record(tmp_path):
     assert target.read_text(encoding="utf-8") == patched_text
     assert leftovers(tmp_path, site) == []
 
-    second = play(tmp_path, PATCH_PLAY, {"cases": [the_case]})
+    second = play(tmp_path, CASES_PLAY, {"cases": [the_case]})
     assert second.rc == 0, second.output
     assert second.changed == 0, second.output
     # verified from the file (the kept patch reverses cleanly), not from the missing RECORD
@@ -787,7 +776,7 @@ def test_failed_run_restores_every_file_and_removes_created_ones(tmp_path):
     files = [site / MODEL_RUNNER, site / "sglang/version.py"]
     originals = [sha(f) for f in files]
     extra = [{"name": "create", "template": str(create)}, {"name": "bad", "template": str(bad)}]
-    run = play(tmp_path, PATCH_PLAY, {"cases": [case(tmp_path, "created", site, extra=extra)]})
+    run = play(tmp_path, CASES_PLAY, {"cases": [case(tmp_path, "created", site, extra=extra)]})
     assert run.rc == 0, run.output
     got = outcome(tmp_path, "created")
     assert got["ok"] is False

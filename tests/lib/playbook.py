@@ -11,6 +11,7 @@
   ``pytest`` runs what ``make`` runs), no colour. ansible-runner adds its ``envvars`` to the
   caller's environment itself: pass it ``ansible_settings()``, and :func:`runner_data_dir` makes
   its private data directory.
+- :data:`CASES_PLAY`: a play that runs a test's case.yml once per case, so that several cases share one run.
 - :func:`run_playbook` and :func:`run_tool`: run a command of the venv with that environment,
   its output captured, under a timeout that holds: at the deadline the command and every process
   it started (its own process group) are killed and the test fails with the tail of the output.
@@ -56,6 +57,25 @@ def ansible_settings() -> dict[str, str]:
         "ANSIBLE_FORCE_COLOR": "0",
         "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
     }
+
+
+# One playbook, several cases: the play runs project/case.yml (which the test writes next to play.yml) once
+# for each element of the extra var ``cases``, with ``case`` set to it (each needs a ``name``). A case's tasks
+# record their own outcome (a block whose rescue records the failure), so a case that fails does not stop
+# the next one. One ansible-playbook run costs about a second of CPU before its first task
+# (docs/test-hosts.md): cases that need nothing of each other share a run.
+CASES_PLAY = """
+- name: One case after another
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run each case
+      ansible.builtin.include_tasks: case.yml
+      loop: "{{ cases }}"
+      loop_control:
+        loop_var: case
+        label: "{{ case.name }}"
+"""
 
 
 def runner_data_dir(tmp_path: Path, play: str) -> Path:
