@@ -283,7 +283,6 @@ proxmox_vmid: 101
 ansible_pipelining: false
 """
 
-import re
 import threading
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -297,37 +296,13 @@ from ansible_collections.community.proxmox.plugins.connection.proxmox_pct_remote
     paramiko,
 )
 
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.pct import checked_become_method, checked_vmid
+
 display = Display()
 # paramiko's read and send size in proxmox_pct_remote
 BUFSIZE = 4096
 # what a channel closed without an exit status reports (paramiko's recv_exit_status)
 NO_EXIT_STATUS = -1
-# Proxmox VE's container ids (pvesh get /cluster/nextid: 100 to 999999999)
-VMID_MIN = 100
-VMID_MAX = 999_999_999
-# a become method is a command and its options, plain words: it reaches the host's shell unquoted
-BECOME_METHOD_RE = re.compile(r"[A-Za-z0-9_./-]+(?: [A-Za-z0-9_./=-]+)*")
-
-
-def checked_vmid(vmid: object, host: object) -> int:
-    """``vmid`` when it is a Proxmox container id, else ``AnsibleConnectionFailure`` naming it."""
-    if isinstance(vmid, bool) or not isinstance(vmid, int) or not VMID_MIN <= vmid <= VMID_MAX:
-        raise AnsibleConnectionFailure(
-            f"proxmox_vmid {vmid!r} of {host} is not a container id (an integer from {VMID_MIN} to {VMID_MAX}): "
-            "nothing was run; set proxmox_vmid in the inventory"
-        )
-    return vmid
-
-
-def checked_become_method(method: object, host: object) -> str:
-    """``method`` when it is plain words (a command and its options), else ``AnsibleConnectionFailure``."""
-    if not isinstance(method, str) or not BECOME_METHOD_RE.fullmatch(method):
-        raise AnsibleConnectionFailure(
-            f"proxmox_become_method {method!r} of {host} is not a command with plain options (letters, digits "
-            "and _ . / = -, words separated by one space): it would reach the Proxmox host's shell as it is; "
-            "nothing was run"
-        )
-    return method
 
 
 def closed_message(vmid: object, host: object, error: BaseException | None) -> str:

@@ -1,12 +1,14 @@
 """The path a real fleet takes into its GPU containers: community.proxmox.proxmox_pct_remote logs in
 to the Proxmox host over SSH (paramiko, host key checked) and runs everything through `pct exec`;
-gpufleet.sglang.pct_pipelined (the inventories' connection) does the same with Ansible pipelining.
-The connection tests run with both (extra var ansible_connection).
+gpufleet.sglang.pct_pipelined does the same with Ansible pipelining, and gpufleet.sglang.pct_ssh with
+OpenSSH (ansible.builtin.ssh: ControlPersist, pipelining). The connection tests run with all three
+(extra var ansible_connection).
 
 A Podman container stands in for the Proxmox host (tests/harness/pve-standin.sh: sshd, real LXC,
 the pct stand-in tests/standins/pct/pct); CT 201 is a real LXC guest on it running systemd, CT 202
 exists and is stopped. Ansible runs with its own HOME, so ~/.ssh/known_hosts (the only file
-paramiko's host key check reads) is this test's.
+paramiko's host key check reads) is this test's; OpenSSH reads the passwd entry's ~/.ssh instead, so
+the inventory points it at $HOME's known_hosts, and its control sockets are under $HOME too.
 """
 
 from __future__ import annotations
@@ -113,7 +115,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             "all:\n  hosts:\n    ct201:\n      proxmox_vmid: 201\n    ct202:\n      proxmox_vmid: 202\n"
             "  vars:\n    ansible_connection: community.proxmox.proxmox_pct_remote\n"
             f"    ansible_host: 127.0.0.1\n    ansible_port: {PORT}\n    ansible_user: root\n"
-            f"    ansible_ssh_private_key_file: {lab.state / 'id_ed25519'}\n",
+            f"    ansible_ssh_private_key_file: {lab.state / 'id_ed25519'}\n"
+            # OpenSSH (pct_ssh): the known_hosts of the run's $HOME, as paramiko reads it
+            "    ansible_ssh_common_args: -o UserKnownHostsFile={{ lookup('env', 'HOME') }}/.ssh/known_hosts\n",
             encoding="utf-8",
         )
         yield lab
@@ -121,8 +125,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         run("bash", HARNESS / "pve-standin.sh", "down", NAME, str(PORT), lab.known_hosts)
 
 
-CONNECTIONS = ["community.proxmox.proxmox_pct_remote", "gpufleet.sglang.pct_pipelined"]
-by_connection = pytest.mark.parametrize("connection", CONNECTIONS, ids=["pct_remote", "pct_pipelined"])
+CONNECTIONS = ["community.proxmox.proxmox_pct_remote", "gpufleet.sglang.pct_pipelined", "gpufleet.sglang.pct_ssh"]
+by_connection = pytest.mark.parametrize("connection", CONNECTIONS, ids=["pct_remote", "pct_pipelined", "pct_ssh"])
 
 
 @by_connection
@@ -194,7 +198,8 @@ def test_a_play_with_become_and_systemd_runs_in_the_guest(lab: Lab, tmp_path: Pa
 def test_a_stopped_container_fails_with_pcts_message(lab: Lab, connection: str, module: str) -> None:
     # raw shows what the connection returned. ping is a module: pct_pipelined sends it on standard
     # input and reports pct's answer; proxmox_pct_remote fails earlier, making its temporary
-    # directory, and says only that (the host is UNREACHABLE, pct's message is not shown)
+    # directory, and says only that (the host is UNREACHABLE, pct's message is not shown). pct exits 255,
+    # which OpenSSH also uses for its own failures: through pct_ssh the host is UNREACHABLE with pct's message
     args = ["-a", "true"] if module.endswith("raw") else []
     done = lab.ansible("ct202", "-m", module, *args, connection=connection)
     assert done.returncode != 0
@@ -202,6 +207,8 @@ def test_a_stopped_container_fails_with_pcts_message(lab: Lab, connection: str, 
         assert "Failed to create temporary directory" in done.stdout + done.stderr, done.stdout
     else:
         assert "container '202' not running!" in done.stdout + done.stderr, done.stdout
+    if connection.endswith("pct_ssh"):
+        assert "ct202 | UNREACHABLE!" in done.stdout, done.stdout
 
 
 # community.proxmox 2.0.0 (in ansible 14.5.0) calls a helper it does not define for any login error but a
@@ -228,7 +235,11 @@ def test_host_keys_are_checked(lab: Lab, tmp_path: Path, mismatch: bool, connect
     if not mismatch and connection.endswith("pct_remote") and PARENT_LACKS_HELPER:
         assert "'Connection' object has no attribute '_raise_paramiko_connect_exception'" in out, out
         return
-    assert ("host key mismatch" if mismatch else "stdin is not interactive") in out
+    if connection.endswith("pct_ssh"):
+        assert "Host key verification failed" in out, out
+        assert ("REMOTE HOST IDENTIFICATION HAS CHANGED" in out) == mismatch, out
+    else:
+        assert ("host key mismatch" if mismatch else "stdin is not interactive") in out
     assert "ct201 | UNREACHABLE!" in out, out
 
 
