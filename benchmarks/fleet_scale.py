@@ -43,10 +43,14 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
 
 # --------------------------------------------------------------------------- the lab's figures
 # Measured by the team on the five-host lab (issue 27; docs/fleet-scale.md, "Calibration"):
-LAB_NOOP_S = 201.0  # site.yml --skip-tags bench, nothing to change (benchmarks/noop_bench.py)
-LAB_BARE_S = 5.1  # a bare facts-and-ping play on the same hosts
+# (2026-12-05: the medians of two runs through pct_pipelined, the inventories' connection, side by side
+# with pct_ssh; docs/connection.md, "Lever D")
+LAB_NOOP_S = 146.5  # site.yml --skip-tags bench, nothing to change (benchmarks/noop_bench.py)
+LAB_BARE_S = 4.0  # a bare facts-and-ping play on the same hosts
 PCT_TASK_S = 1.2  # one task through community.proxmox.proxmox_pct_remote (three `pct exec`, no pipelining)
-LAB_UPGRADE_S = 493.0  # rolling upgrade of the lab's 3 nodes, max_unavailable 1, under traffic
+# (2026-12-05: `tests/harness/lab.sh upgrade 0.5.13`, 0.5.12.post1 -> 0.5.13 at 60% of 11,091 tok/s)
+LAB_UPGRADE_S = 417.0  # rolling upgrade of the lab's 3 nodes, max_unavailable 1, under traffic
+LAB_DRAIN_S = 20.3  # its drains, the mean of the three its log prints (23.49, 21.65, 15.69 s)
 MOLECULE_UPGRADE_S = 316.0  # the same in molecule's fleet scenario (Podman connection)
 GLM5_COLD_START_S = 450.0  # a GLM-5-NVFP4 node on 8 x RTX PRO 6000 to ready: about 7-8 minutes (public reports)
 # Measured for this model on the project's 2-core controller under a load of ~30 (ansible-core 2.19):
@@ -57,16 +61,17 @@ CONTROLLER_S = 0.022
 # them): the first converge (last-run.log) and the rolling upgrade (last-upgrade.log, every node
 # restarted). remote = module runs through the connection (loop items one each), local = answered
 # by the controller, retries = Ansible's until retries (each one a remote run).
-SGLANG_UPGRADE = {"remote": 76, "local": 88, "retries": 2}
-# The no-op of the sglang play: the upgrade's tasks less those that run only around a restart
-# (the gateway detour, restart, readiness, gate, back in): `count --noop` takes them out by file.
-SGLANG_NOOP = {"remote": 62, "local": 70}
-# The other plays of site.yml, once each (first converge's counts: an upper bound for a no-op).
+SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
+# The no-op of the sglang play, counted in the lab's no-op log (`count --noop`, which also leaves out the
+# tasks that run only around a restart: the gateway detour, restart, readiness, gate, back in).
+SGLANG_NOOP = {"remote": 20, "local": 57}
+# The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated).
 OTHER_PLAYS = {
-    "proxmox_hosts": {"remote": 65, "local": 39, "per": "proxmox host"},
+    "proxmox_hosts": {"remote": 47, "local": 35, "per": "proxmox host"},
     "gpu_nodes": {"remote": 20, "local": 20, "per": "node"},
-    "sglang_gateway": {"remote": 18, "local": 13, "per": "gateway"},
-    "monitoring": {"remote": 16, "local": 9, "per": "gateway"},
+    "sglang_gateway": {"remote": 15, "local": 14, "per": "gateway"},
+    "node_exporters": {"remote": 6, "local": 3, "per": "node"},
+    "monitoring": {"remote": 13, "local": 10, "per": "gateway"},
 }
 # The files whose tasks run only when a node restarts (and the gate: tagged bench, skipped by a no-op).
 RESTART_ONLY = (
@@ -121,7 +126,13 @@ def noop_s(p: Params) -> dict[str, float]:
     """site.yml --skip-tags bench with nothing to change, per play. The sglang play keeps its batches:
     `serial` does not know that nothing will restart."""
     pve = p.proxmox_hosts or max(1, math.ceil(p.nodes / 8))
-    hosts = {"proxmox_hosts": pve, "gpu_nodes": p.nodes, "sglang_gateway": 1, "monitoring": 1}
+    hosts = {
+        "proxmox_hosts": pve,
+        "gpu_nodes": p.nodes,
+        "sglang_gateway": 1,
+        "node_exporters": p.nodes,
+        "monitoring": 1,
+    }
     out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in OTHER_PLAYS.items()}
     out["sglang"] = sum(tasks_s(b, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p) for b in batches(p) if b > 0)
     return out
@@ -129,14 +140,14 @@ def noop_s(p: Params) -> dict[str, float]:
 
 def calibrate() -> dict[str, float]:
     """c from the lab's no-op (5 hosts: 1 Proxmox host, 3 nodes, 1 gateway; forks 10; max_unavailable 1),
-    then the lab's per-node restart-and-gate time from its upgrade (493 s for 3 nodes, drain ~2.4 s
+    then the lab's per-node restart-and-gate time from its upgrade (LAB_UPGRADE_S for 3 nodes, LAB_DRAIN_S
     as its log prints). The Proxmox host's play goes through SSH with pipelining: counted at c too
     (an over-estimate of its share, so c comes out on the low side)."""
     lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1)
     zero = replace(lab, task_s=0.0)
     per_c = sum(noop_s(lab).values()) - sum(noop_s(zero).values())
     c = (LAB_NOOP_S - sum(noop_s(zero).values())) / per_c
-    lab = replace(lab, task_s=c, cold_start_s=0.0, drain_s=2.4, gate_s=0.0)
+    lab = replace(lab, task_s=c, cold_start_s=0.0, drain_s=LAB_DRAIN_S, gate_s=0.0)
     restart_gate = (LAB_UPGRADE_S - upgrade_s(lab)) / len(batches(lab))
     return {"task_s": c, "lab_restart_and_gate_s": restart_gate, "per_node_tasks_s": upgrade_s(lab) / 3}
 

@@ -284,7 +284,11 @@ def test_the_model_reproduces_the_lab_it_is_calibrated_on():
     lab = fleet_scale.Params(nodes=3, forks=10, max_unavailable=1, task_s=cal["task_s"], proxmox_hosts=1)
     assert sum(fleet_scale.noop_s(lab).values()) == pytest.approx(fleet_scale.LAB_NOOP_S)
     lab_up = fleet_scale.Params(
-        nodes=3, task_s=cal["task_s"], cold_start_s=0, drain_s=2.4, gate_s=cal["lab_restart_and_gate_s"]
+        nodes=3,
+        task_s=cal["task_s"],
+        cold_start_s=0,
+        drain_s=fleet_scale.LAB_DRAIN_S,
+        gate_s=cal["lab_restart_and_gate_s"],
     )
     assert fleet_scale.upgrade_s(lab_up) == pytest.approx(fleet_scale.LAB_UPGRADE_S)
     assert 0 < cal["task_s"] < fleet_scale.PCT_TASK_S * 2
