@@ -26,7 +26,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,8 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from integration.test_pct_connection import GUEST, HARNESS, ROOTFS
+from integration.test_pct_connection import must, start_standin, stop_standin
 from lib.playbook import run_playbook
+from pct_exec_bench import playbook
 
 NAME, PORT = "pct-bench-pve", 2224
 CONNECTIONS = (
@@ -49,13 +49,6 @@ TASKS = {
     "template": 'ansible.builtin.template:\n        src: "{{ playbook_dir }}/t.j2"\n        dest: /root/tpl-{{ n }}\n'
     '        mode: "0644"',
 }
-
-
-def must(*argv: str | Path, timeout: int = 600) -> str:
-    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, check=False)
-    if done.returncode:
-        raise SystemExit(f"{argv}: rc={done.returncode}\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def host_cpu_s() -> float:
@@ -78,13 +71,8 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def playbook(kind: str, count: int) -> str:
-    tasks = "".join(f"    - name: {kind} {n}\n      vars:\n        n: {n}\n      {TASKS[kind]}\n" for n in range(count))
-    return f"- name: {kind}\n  hosts: all\n  gather_facts: false\n  tasks:\n{tasks}"
-
-
 def one_play(root: Path, connection: str, kind: str, count: int) -> tuple[float, float, float]:
-    (root / "play.yml").write_text(playbook(kind, count), encoding="utf-8")
+    (root / "play.yml").write_text(playbook(kind, count, TASKS), encoding="utf-8")
     env = {"HOME": str(root / "home"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(root / "cp")}
     extra = {"ansible_connection": connection}
     run_playbook(root / "play.yml", inventory=root / "hosts.yml", extra_vars=extra, env=env).expect(0)  # files made
@@ -106,12 +94,8 @@ def main() -> int:
         (root / "cp").mkdir()
         (root / "t.j2").write_text("same\n", encoding="utf-8")
         state, known_hosts = root / "ssh", root / "home" / ".ssh" / "known_hosts"
-        must("bash", HARNESS / "build-image.sh", "debian12")
-        must("bash", REPO / "extensions" / "molecule" / "proxmox_lxc_gpu" / "files" / "guest-rootfs.sh", REPO)
         try:
-            must("bash", HARNESS / "pve-standin.sh", "up", NAME, str(PORT), state, known_hosts,
-                 "-v", f"{ROOTFS}:/srv/lxc/debian12-rootfs.tar:ro")  # fmt: skip
-            must("podman", "exec", NAME, "sh", "-c", GUEST, timeout=120)
+            start_standin(NAME, PORT, state, known_hosts)
             host = {
                 "proxmox_vmid": 201,
                 "ansible_host": "127.0.0.1",
@@ -140,8 +124,7 @@ def main() -> int:
                 med = [statistics.median(col) for col in zip(*rows, strict=True)]
                 print(f"{'':<6}{kind:<10}{connection:<38}{med[0]:8.3f}{med[1]:18.3f}{med[2]:12.3f}")
         finally:
-            subprocess.run(["bash", str(HARNESS / "pve-standin.sh"), "down", NAME, str(PORT), str(known_hosts)],
-                           capture_output=True, check=False)  # fmt: skip
+            stop_standin(NAME, PORT, known_hosts)
     return 0
 
 

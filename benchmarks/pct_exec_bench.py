@@ -46,8 +46,11 @@ TASKS = {
 }
 
 
-def playbook(kind: str, count: int) -> str:
-    tasks = "".join(f"    - name: {kind} {n}\n      vars:\n        n: {n}\n      {TASKS[kind]}\n" for n in range(count))
+def playbook(kind: str, count: int, tasks_by_kind: dict[str, str] = TASKS) -> str:
+    """A play of ``count`` tasks of ``kind`` (its text in ``tasks_by_kind``), each with its number ``n``."""
+    tasks = "".join(
+        f"    - name: {kind} {n}\n      vars:\n        n: {n}\n      {tasks_by_kind[kind]}\n" for n in range(count)
+    )
     return f"- name: {kind}\n  hosts: all\n  gather_facts: false\n  tasks:\n{tasks}"
 
 

@@ -100,17 +100,27 @@ class Lab:
         return must("podman", "exec", NAME, "lxc-attach", "-n", "201", "--", *argv)
 
 
+def start_standin(name: str, port: int, state: Path, known_hosts: Path) -> None:
+    """The Proxmox host stand-in ``name`` (sshd on 127.0.0.1:``port``, its key in ``state``, its host keys in
+    ``known_hosts``) with CT 201 running and CT 202 stopped (GUEST); also benchmarks/pct_connection_bench.py's."""
+    must("bash", HARNESS / "build-image.sh", "debian12")
+    must("bash", REPO / "extensions" / "molecule" / "proxmox_lxc_gpu" / "files" / "guest-rootfs.sh", REPO)
+    must(
+        "bash", HARNESS / "pve-standin.sh", "up", name, str(port), state, known_hosts,
+        "-v", f"{ROOTFS}:/srv/lxc/debian12-rootfs.tar:ro",
+    )  # fmt: skip
+    must("podman", "exec", name, "sh", "-c", GUEST, timeout=120)
+
+
+def stop_standin(name: str, port: int, known_hosts: Path) -> None:
+    run("bash", HARNESS / "pve-standin.sh", "down", name, str(port), known_hosts)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     lab = Lab(tmp_path_factory.mktemp("pct"))
-    must("bash", HARNESS / "build-image.sh", "debian12")
-    must("bash", REPO / "extensions" / "molecule" / "proxmox_lxc_gpu" / "files" / "guest-rootfs.sh", REPO)
     try:
-        must(
-            "bash", HARNESS / "pve-standin.sh", "up", NAME, str(PORT), lab.state, lab.known_hosts,
-            "-v", f"{ROOTFS}:/srv/lxc/debian12-rootfs.tar:ro",
-        )  # fmt: skip
-        must("podman", "exec", NAME, "sh", "-c", GUEST, timeout=120)
+        start_standin(NAME, PORT, lab.state, lab.known_hosts)
         lab.inventory.write_text(
             "all:\n  hosts:\n    ct201:\n      proxmox_vmid: 201\n    ct202:\n      proxmox_vmid: 202\n"
             "  vars:\n    ansible_connection: community.proxmox.proxmox_pct_remote\n"
@@ -122,7 +132,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         )
         yield lab
     finally:
-        run("bash", HARNESS / "pve-standin.sh", "down", NAME, str(PORT), lab.known_hosts)
+        stop_standin(NAME, PORT, lab.known_hosts)
 
 
 CONNECTIONS = ["community.proxmox.proxmox_pct_remote", "gpufleet.sglang.pct_pipelined", "gpufleet.sglang.pct_ssh"]
