@@ -46,11 +46,10 @@ TASKS = {
 }
 
 
-def playbook(kind: str, count: int, tasks_by_kind: dict[str, str] = TASKS) -> str:
-    """A play of ``count`` tasks of ``kind`` (its text in ``tasks_by_kind``), each with its number ``n``."""
-    tasks = "".join(
-        f"    - name: {kind} {n}\n      vars:\n        n: {n}\n      {tasks_by_kind[kind]}\n" for n in range(count)
-    )
+def playbook(kind: str, count: int, tasks_by_kind: dict[str, str] | None = None) -> str:
+    """A play of ``count`` tasks of ``kind`` (its text in ``tasks_by_kind``, default TASKS), each numbered ``n``."""
+    text = (tasks_by_kind or TASKS)[kind]
+    tasks = "".join(f"    - name: {kind} {n}\n      vars:\n        n: {n}\n      {text}\n" for n in range(count))
     return f"- name: {kind}\n  hosts: all\n  gather_facts: false\n  tasks:\n{tasks}"
 
 
