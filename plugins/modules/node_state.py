@@ -28,6 +28,8 @@ description:
   - Each want is schema-checked; a bad one fails the task naming the entry and the field.
 author:
   - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - gpufleet.sglang.read_only
 options:
   files:
     description: Files, directories and absent paths the role wants.
@@ -95,13 +97,6 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so has no diff.
 notes:
   - Stdlib only; runs on the target host.
 """

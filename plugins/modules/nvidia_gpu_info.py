@@ -50,11 +50,8 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - gpufleet.sglang.read_only
   - gpufleet.sglang.nvidia_smi
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
 notes:
   - Compute capability is returned as a string (V("12.0") for RTX PRO 6000 Blackwell, SM120).
 """

@@ -28,6 +28,8 @@ description:
   - Answers with C(allowed) and the numbers; it never fails for a C(no). The caller waits (C(until)) or stops.
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - gpufleet.sglang.read_only
 options:
   gateway_url:
     description: The gateway's URL from where the module runs, for example C(http://127.0.0.1:8080).
@@ -68,10 +70,6 @@ options:
       - V(0) is three times O(timeout_s) (the gateway's list, then a member's two reads, each within its timeout).
     type: float
     default: 0
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; it reads the same in check mode.
 notes:
   - The rules are in plugins/module_utils/fleet/rollout_plan.py; docs/sglang-gateway.md says where they come from.
 """

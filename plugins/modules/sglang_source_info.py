@@ -30,6 +30,8 @@ description:
     and, where there is one, the line.
 author:
   - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - gpufleet.sglang.read_only
 options:
   path:
     description:
@@ -37,13 +39,6 @@ options:
         C(site-packages) directory.
     type: path
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so has no diff.
 notes:
   - Stdlib only; runs on the target host.
 """

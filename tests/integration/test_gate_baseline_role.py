@@ -19,31 +19,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from lib.gate_play import RATE, ROLE_PLAY, SHAPE, run_play
+from lib.gate_play import GPU, RATE, ROLE_PLAY, SHAPE, role_vars, run_play
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
 TASK = "Run the throughput gate"
-GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 ROLE_SHAPE = {
     "api": "native",
     **{k: SHAPE[k] for k in ("concurrency", "requests_per_trial", "input_len", "output_len")},
 }
-
-
-def role_vars(tmp_path: Path, url: str, *, version: str = "0.5.23", profile: str = "glm5-tp8", **more) -> dict:
-    v = {f"throughput_gate_{k}": val for k, val in SHAPE.items()}
-    v.update(
-        throughput_gate_url=url,
-        throughput_gate_baseline_dir=str(tmp_path / "baselines"),
-        throughput_gate_telemetry=False,
-        throughput_gate_served_model_name="test/model",
-        sglang_server_profile=profile,
-        sglang_facts={"version": version},
-        nvidia_driver_facts={"gpus": [{"name": GPU}]},
-    )
-    v.update(more)
-    return v
 
 
 def key(version: str = "0.5.23", profile: str = "glm5-tp8") -> dict[str, str]:

@@ -191,42 +191,28 @@ def test_budget_above_the_stop_budget_is_refused(tmp_path, fleet):
     assert "above the server's stop budget sglang_server_drain_budget_s = 60" in out
 
 
+def room(tmp_path, fleet, **more):
+    """The room entry point alone on the fleet's gateway (node1 and node2 behind it), looking every second."""
+    node, other, gw = fleet
+    return run(tmp_path, gw, node.url, other.url, do_room=True, sglang_gateway_room_poll_s=1, **more)
+
+
 def test_room_refuses_with_a_node_out_and_the_names(tmp_path, fleet):
-    node, other, gw = fleet  # node1 is not listed: one out already
-    rc, _msgs, out = run(
-        tmp_path,
-        gw,
-        node.url,
-        other.url,
-        do_room=True,
-        sglang_gateway_room_leaving=["node2"],
-        sglang_gateway_room_timeout_s=2,
-        sglang_gateway_room_poll_s=1,
-    )
+    # node1 is not listed: one out already
+    rc, _msgs, out = room(tmp_path, fleet, sglang_gateway_room_leaving=["node2"], sglang_gateway_room_timeout_s=2)
     assert rc != 0
     assert "node2 may not leave the gateway (floor)" in out
     assert "already out node1 (not listed)" in out
 
 
 def test_room_allows_a_node_already_out(tmp_path, fleet):
-    node, other, gw = fleet
-    rc, msgs, out = run(tmp_path, gw, node.url, other.url, do_room=True)
+    rc, msgs, out = room(tmp_path, fleet)
     assert rc == 0, out
     assert any("room to leave the gateway after 1 look(s)" in m for m in msgs), msgs
 
 
 def test_room_bad_max_unavailable_fails_at_once(tmp_path, fleet):
-    node, other, gw = fleet
-    rc, _msgs, out = run(
-        tmp_path,
-        gw,
-        node.url,
-        other.url,
-        do_room=True,
-        sglang_gateway_max_unavailable="150%",
-        sglang_gateway_room_timeout_s=120,
-        sglang_gateway_room_poll_s=1,
-    )
+    rc, _msgs, out = room(tmp_path, fleet, sglang_gateway_max_unavailable="150%", sglang_gateway_room_timeout_s=120)
     assert rc != 0
     assert "sglang_rollout_max_unavailable = '150%' is outside (0%, 100%]" in out
     assert "retries left" not in out  # refused at the first look, not retried for 120 s

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from lib.gate_play import MODULE_PLAY, RATE, ROLE_PLAY, SHAPE, Result, run_play
+from lib.gate_play import MODULE_PLAY, RATE, ROLE_PLAY, SHAPE, Result, role_vars, run_play
 
 REPO = Path(__file__).resolve().parents[2]
 NVIDIA_SMI = REPO / "tests" / "standins" / "nvidia-smi"
@@ -257,21 +257,6 @@ def test_missing_nvidia_smi_is_reported(tmp_path, standin):
 
 
 # --------------------------------------------------------------------------- role
-
-
-def role_vars(tmp_path: Path, url: str, **more) -> dict:
-    v = {f"throughput_gate_{k}": val for k, val in SHAPE.items()}
-    v.update(
-        throughput_gate_url=url,
-        throughput_gate_baseline_dir=str(tmp_path / "baselines"),
-        throughput_gate_telemetry=False,
-        throughput_gate_served_model_name="test/model",
-        sglang_server_profile="glm5-tp8",
-        sglang_facts={"version": "0.5.23"},
-        nvidia_driver_facts={"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}]},
-    )
-    v.update(more)
-    return v
 
 
 def test_role_baseline_history_and_summary(tmp_path, standin):

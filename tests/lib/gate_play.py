@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The throughput gate's module and role run through ansible-runner against localhost, shared by the
 integration tests of the gate (test_throughput_gate, test_gate_faults, test_gate_baseline_role): the
-small load shape, the stand-in's rate, the two plays and the runner with its result."""
+small load shape, the stand-in's rate, the two plays, the role's variables and the runner with its
+result."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ SHAPE = {
     "request_timeout": 10,
 }
 RATE = 2000.0
+# the GPU model of the stand-in profile, as nvidia_driver_facts name it (part of a baseline's key)
+GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 MODULE_PLAY = """
 - name: Gate
@@ -45,6 +48,23 @@ ROLE_PLAY = """
   roles:
     - role: gpufleet.sglang.throughput_gate
 """
+
+
+def role_vars(tmp_path: Path, url: str, *, version: str = "0.5.23", profile: str = "glm5-tp8", **more) -> dict:
+    """ROLE_PLAY's variables: SHAPE against ``url``, baselines under ``tmp_path``, the facts of the
+    sglang, sglang_server and nvidia_driver roles the gate's key reads; ``more`` on top."""
+    v = {f"throughput_gate_{k}": val for k, val in SHAPE.items()}
+    v.update(
+        throughput_gate_url=url,
+        throughput_gate_baseline_dir=str(tmp_path / "baselines"),
+        throughput_gate_telemetry=False,
+        throughput_gate_served_model_name="test/model",
+        sglang_server_profile=profile,
+        sglang_facts={"version": version},
+        nvidia_driver_facts={"gpus": [{"name": GPU}]},
+    )
+    v.update(more)
+    return v
 
 
 class Result:

@@ -1,10 +1,11 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The warm cache's test inputs, shared by the tests of its core (test_warm_cache.py), its module
-(test_warm_cache_module.py), the role's entry points (test_warm_cache_role.py) and the SGLang
-stand-in's jit phase (test_standin_jit.py): a key, a JIT cache tree of every kind the core carries,
-a tree read back, and a hostile artifact (one that passes the outer digest check)."""
+"""The warm cache's test inputs, shared by the tests of its core (test_warm_cache.py,
+test_warm_cache_hostile.py), its module (test_warm_cache_module.py), the role's entry points
+(test_warm_cache_role.py) and the SGLang stand-in's jit phase (test_standin_jit.py): a key, a JIT cache
+tree of every kind the core carries, a node with such a tree, a tree read back, and a hostile artifact
+(one that passes the outer digest check)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,15 @@ def make_cache(root: Path) -> dict[str, bytes]:
         path.write_bytes(data)
     (root / ".cache/flashinfer/jit/fused_moe_120/fused_moe_120.so").chmod(0o755)
     return files
+
+
+def node_with_cache(tmp_path: Path) -> dict:
+    """A node's cache directory under ``tmp_path`` filled by make_cache, its store (not made yet), the
+    files and the key: the ``node`` fixture of the core's tests."""
+    cache = tmp_path / "var" / "cache" / "sglang"
+    cache.mkdir(parents=True)
+    files = make_cache(cache)
+    return {"cache": cache, "store": tmp_path / "store", "files": files, "key": key_for(cache)}
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -170,18 +170,26 @@ def test_a_broken_line_is_a_problem_not_a_number(tmp_path):
     assert all(victim.name in p for p in problems)
 
 
-def _render_with_playbook(tmp_path) -> Path:
+def _run_report_playbook(tmp_path, rc: int, **extra_vars):
+    """playbooks/report.yml on a copy of the fixture records, the page to tmp_path/out; its run, rc checked."""
     data = tmp_path / "baselines"
     shutil.copytree(FIXTURES, data)
-    dest = tmp_path / "out" / "report.html"
-    proc = run_playbook(
+    return run_playbook(
         REPO / "playbooks" / "report.yml",
         inventory=REPO / "inventories" / "local",
-        extra_vars={"throughput_gate_baseline_dir": str(data), "fleet_report_dest": str(dest)},
+        extra_vars={
+            "throughput_gate_baseline_dir": str(data),
+            "fleet_report_dest": str(tmp_path / "out" / "report.html"),
+            **extra_vars,
+        },
         timeout=300,
-    ).expect(0)
+    ).expect(rc)
+
+
+def _render_with_playbook(tmp_path) -> Path:
+    proc = _run_report_playbook(tmp_path, 0)
     assert "wrote " in proc.stdout
-    return dest
+    return tmp_path / "out" / "report.html"
 
 
 def test_report_playbook_writes_a_self_contained_page(tmp_path):
@@ -199,19 +207,7 @@ def test_report_playbook_writes_a_self_contained_page(tmp_path):
 def test_a_failing_alert_read_still_fails_the_report(tmp_path):
     # report.yml counts only community.proxmox 2.0.0's connection crash as "not reached" (its rescue);
     # any other failure of the alert play, here a refused step, still fails the run with its own message
-    data = tmp_path / "baselines"
-    shutil.copytree(FIXTURES, data)
-    dest = tmp_path / "out" / "report.html"
-    proc = run_playbook(
-        REPO / "playbooks" / "report.yml",
-        inventory=REPO / "inventories" / "local",
-        extra_vars={
-            "throughput_gate_baseline_dir": str(data),
-            "fleet_report_dest": str(dest),
-            "fleet_monitoring_alert_step_s": "0",
-        },
-        timeout=300,
-    ).expect(2)
+    proc = _run_report_playbook(tmp_path, 2, fleet_monitoring_alert_step_s="0")
     assert "fleet_monitoring_alert_step_s (0)" in proc.stdout
 
 

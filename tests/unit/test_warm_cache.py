@@ -14,17 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.fuzz import examples
-from lib.warm_cache import hostile, key_for, make_cache, tree
+from lib.warm_cache import hostile, key_for, make_cache, node_with_cache, tree
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang import warm_cache as wc
 
 
 @pytest.fixture
 def node(tmp_path):
-    cache = tmp_path / "var" / "cache" / "sglang"
-    cache.mkdir(parents=True)
-    files = make_cache(cache)
-    return {"cache": cache, "store": tmp_path / "store", "files": files, "key": key_for(cache)}
+    return node_with_cache(tmp_path)
 
 
 # --------------------------------------------------------------------------- the key
