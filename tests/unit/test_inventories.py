@@ -199,9 +199,9 @@ def test_a_second_proxmox_host_gets_its_own_containers(tmp_path: Path) -> None:
     ).expect(0)
     got = dict(re.findall(r"^([\w-]+) \| SUCCESS => *\n(?:.*\n)*?\s+msg: (.+)$", shown.stdout, re.M))
     assert got == {
-        "sglang-01": "gpufleet.sglang.pct_pipelined 192.0.2.10:22 vmid=101",
-        "sglang-02": "gpufleet.sglang.pct_pipelined 192.0.2.11:22 vmid=102",
-        "sglang-03": "gpufleet.sglang.pct_pipelined 192.0.2.12:22 vmid=103",
-        "sglang-04": "gpufleet.sglang.pct_pipelined 192.0.2.14:22 vmid=104",
-        "gateway-01": "gpufleet.sglang.pct_pipelined 192.0.2.10:22 vmid=100",
+        "sglang-01": "gpufleet.sglang.pct_ssh 192.0.2.10:22 vmid=101",
+        "sglang-02": "gpufleet.sglang.pct_ssh 192.0.2.11:22 vmid=102",
+        "sglang-03": "gpufleet.sglang.pct_ssh 192.0.2.12:22 vmid=103",
+        "sglang-04": "gpufleet.sglang.pct_ssh 192.0.2.14:22 vmid=104",
+        "gateway-01": "gpufleet.sglang.pct_ssh 192.0.2.10:22 vmid=100",
     }, shown.stdout
