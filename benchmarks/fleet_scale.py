@@ -43,7 +43,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
 
 # --------------------------------------------------------------------------- the lab's figures
 # Measured by the team on the five-host lab (issue 27; docs/fleet-scale.md, "Calibration"):
-# (2026-12-05: the medians of two runs through pct_pipelined, the inventories' connection, side by side
+# (2026-12-05: the medians of two runs through pct_pipelined, the inventories' connection then, side by side
 # with pct_ssh; docs/connection.md, "Lever D")
 LAB_NOOP_S = 146.5  # site.yml --skip-tags bench, nothing to change (benchmarks/noop_bench.py)
 LAB_BARE_S = 4.0  # a bare facts-and-ping play on the same hosts

@@ -6,9 +6,8 @@
 #                apt repository and nvidia-smi are stand-ins (tests/standins/)
 #   CT 101..103  the LXC guests that proxmox_lxc_gpu creates on lab-pve1 (inventory hosts
 #                lab-sglang1..3, SGLang servers on 127.0.0.1:30001..30003), reached with
-#                gpufleet.sglang.pct_pipelined (community.proxmox.proxmox_pct_remote, pipelined):
-#                SSH (paramiko) to lab-pve1, then `pct exec <vmid> -- ...`, exactly as
-#                inventories/lab reaches its containers
+#                gpufleet.sglang.pct_ssh: OpenSSH to lab-pve1 (one shared connection), then
+#                `pct exec <vmid> -- ...`, exactly as inventories/lab reaches its containers
 #   CT 100       a plain LXC guest without GPUs that this script creates (as an admin runs
 #                `pct create`), inventory host lab-gateway1: the smg gateway on 127.0.0.1:8080
 #                (role sglang_gateway) in front of the three nodes
