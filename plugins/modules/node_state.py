@@ -25,7 +25,13 @@ description:
     its normal tasks when there is any drift, so a changed file is found and fixed as before.
   - Also reads the paths of O(paths) as M(ansible.builtin.stat) with C(follow=false) would, so a
     role reads several paths in the same call.
-  - Each want is schema-checked; a bad one fails the task naming the entry and the field.
+  - Also reads, with one C(dpkg-query), whether the Debian packages of O(packages) are installed and
+    those of O(held) on hold, so that a role runs its apt tasks (each a load of apt's cache) only for
+    what is missing (docs/connection.md, "Lever C for apt"). The rule is conservative: a package counts
+    only when every line dpkg prints for it says C(ok installed), at exactly the version asked for;
+    anything else is left to apt, which decides as before.
+  - Each want is schema-checked; a bad one fails the task naming the entry and the field. A line of
+    dpkg's output that is not its format fails the task naming the line.
 author:
   - gpufleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -97,6 +103,19 @@ options:
     type: list
     elements: str
     default: []
+  packages:
+    description:
+      - Debian packages that must be installed, V(name) or V(name=version) (apt's form, the exact
+        version). Satisfied only when every line dpkg prints for the package says C(ok installed) with
+        the selection C(install) or C(hold), at that version when one is given (RV(packages_missing)).
+    type: list
+    elements: str
+    default: []
+  held:
+    description: Debian packages that must be installed with the dpkg selection C(hold) (RV(not_held)).
+    type: list
+    elements: str
+    default: []
 notes:
   - Stdlib only; runs on the target host.
 """
@@ -154,15 +173,51 @@ stat:
       islnk: true
       lnk_target: releases/sglang-0.5.23-0123456789
       lnk_source: /opt/sglang/releases/sglang-0.5.23-0123456789
+packages_missing:
+  description: The entries of O(packages) that dpkg does not show installed as asked, in their order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvidia-driver-cuda=580.159.04-1"]
+not_held:
+  description: The entries of O(held) that dpkg does not show installed and on hold, in their order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["libnvidia-compute"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.dpkg_status import (
+    DPKG_QUERY_FORMAT,
+    DpkgStatusError,
+    split_spec,
+    unsatisfied,
+)
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.node_state import (
     StateError,
     check_wants,
     read_state,
 )
+
+
+def read_packages(module: AnsibleModule, packages: list, held: list) -> dict:
+    """``packages_missing`` and ``not_held`` from one dpkg-query of every name (none without a name)."""
+    if not packages and not held:
+        return {"packages_missing": [], "not_held": []}
+    try:
+        names = list(dict.fromkeys(split_spec(spec)[0] for spec in [*packages, *held]))
+    except DpkgStatusError as exc:
+        module.fail_json(msg=f"node_state: bad input: {exc}")
+    # rc 1: dpkg knows none of some name (not installed); it still lists the others
+    rc, out, err = module.run_command(["dpkg-query", "--show", "--showformat", DPKG_QUERY_FORMAT, *names])
+    if rc not in (0, 1):
+        module.fail_json(msg=f"node_state: dpkg-query exited {rc}: {err.strip()[:300]}")
+    try:
+        return {"packages_missing": unsatisfied(out, packages), "not_held": unsatisfied(out, held, "hold")}
+    except DpkgStatusError as exc:
+        module.fail_json(msg=f"node_state: {exc}")
 
 
 def main() -> None:
@@ -195,6 +250,8 @@ def main() -> None:
             },
             "groups": {"type": "list", "elements": "str", "default": []},
             "paths": {"type": "list", "elements": "str", "default": []},
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "held": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -207,7 +264,7 @@ def main() -> None:
         result = read_state(files, users, groups, paths)
     except OSError as exc:
         module.fail_json(msg=f"node_state: cannot read {exc.filename or 'the node'}: {exc.strerror or exc}")
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, **result, **read_packages(module, params["packages"], params["held"]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+# Copyright: (c) 2026, gpufleet.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What dpkg says is installed, and which wanted packages it does not satisfy (pure; controller side).
+
+The roles read the packages they manage with one ``dpkg-query`` (DPKG_QUERY_FORMAT) and run their apt
+tasks only for what this finds unsatisfied, so that a node that has everything skips apt's cache load
+for each task (docs/connection.md, "Lever C"). The rule is conservative: a package counts as satisfied
+only when every line dpkg prints for it says ``ok installed`` with a wanted selection (``install`` or
+``hold``, or exactly the one asked for) at exactly the version asked for; anything else (not listed,
+half-configured, config-files only, another version, a version with apt's ``*`` pattern) is left to
+apt, which decides as it always did. dpkg's output is outside data: a line that is not
+``<package>\\t<version>\\t<want> <error> <state>`` with dpkg's own words is refused with a message
+that names it. Source: dpkg-query(1) (``--showformat``, the ``Status`` field), deb-version(7),
+Debian Policy 5.6.1 (package names).
+"""
+
+from __future__ import annotations
+
+import re
+
+# dpkg-query --show --showformat: one line per package (and per architecture of a multi-arch one)
+DPKG_QUERY_FORMAT = "${Package}\\t${Version}\\t${Status}\\n"
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+\Z")
+_VERSION = re.compile(r"(?:[0-9]+:)?[A-Za-z0-9][A-Za-z0-9.+~:-]*\Z")
+_WANT = frozenset({"unknown", "install", "hold", "deinstall", "purge"})
+_ERROR = frozenset({"ok", "reinstreq", "hold", "hold-reinstreq"})
+_STATE = frozenset(
+    {
+        "not-installed",
+        "config-files",
+        "half-installed",
+        "unpacked",
+        "half-configured",
+        "triggers-awaited",
+        "triggers-pending",
+        "installed",
+    }
+)
+_SELECTIONS = ("install", "hold")
+
+
+class DpkgStatusError(ValueError):
+    """dpkg's output or a wanted package is not what this reads."""
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 120 else text[:120] + "...")
+
+
+def parse_dpkg_status(stdout: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """``{package: [(version, want, error, state), ...]}`` from DPKG_QUERY_FORMAT's lines."""
+    if not isinstance(stdout, str):
+        raise DpkgStatusError(f"dpkg-query's output is {type(stdout).__name__}, not text")
+    found: dict[str, list[tuple[str, str, str, str]]] = {}
+    for number, line in enumerate(stdout.split("\n"), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        words = fields[2].split(" ") if len(fields) == 3 else []
+        if (
+            len(words) != 3
+            or not _NAME.match(fields[0])
+            or not (fields[1] == "" or _VERSION.match(fields[1]))
+            or words[0] not in _WANT
+            or words[1] not in _ERROR
+            or words[2] not in _STATE
+        ):
+            raise DpkgStatusError(
+                f"dpkg-query's line {number} is not '<package>\\t<version>\\t<want> <error> <state>': {_shown(line)}"
+            )
+        found.setdefault(fields[0], []).append((fields[1], words[0], words[1], words[2]))
+    return found
+
+
+def split_spec(spec: object) -> tuple[str, str | None]:
+    """``name`` or ``name=version`` (apt's form) as (name, version or None); anything else is refused."""
+    if not isinstance(spec, str):
+        raise DpkgStatusError(f"a wanted package must be text, not {type(spec).__name__}: {spec!r}")
+    name, sep, version = spec.partition("=")
+    if not _NAME.match(name) or (sep and not version):
+        raise DpkgStatusError(f"not a Debian package name or name=version: {_shown(spec)}")
+    return name, (version if sep else None)
+
+
+def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list[str]:
+    """The entries of ``wanted`` (``name`` or ``name=version``) that dpkg's output does not satisfy.
+
+    Satisfied: every line of the package says ``ok installed``, at exactly the version when one is
+    given, with the selection ``install`` or ``hold`` (only ``selection`` when that is given).
+    """
+    if selection is not None and selection not in _SELECTIONS:
+        raise DpkgStatusError(f"selection must be one of {', '.join(_SELECTIONS)}, not {selection!r}")
+    if not isinstance(wanted, list):
+        raise DpkgStatusError(f"the wanted packages must be a list, not {type(wanted).__name__}")
+    status = parse_dpkg_status(stdout)
+    allowed = (selection,) if selection else _SELECTIONS
+    missing = []
+    for spec in wanted:
+        name, version = split_spec(spec)
+        lines = status.get(name, [])
+        ok = bool(lines) and all(
+            err == "ok"
+            and state == "installed"
+            and want in allowed
+            and (version is None or (_VERSION.match(version) is not None and have == version))
+            for have, want, err, state in lines
+        )
+        if not ok:
+            missing.append(spec)
+    return missing
