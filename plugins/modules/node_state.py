@@ -27,7 +27,7 @@ description:
     role reads several paths in the same call.
   - Also reads, with one C(dpkg-query), whether the Debian packages of O(packages) are installed and
     those of O(held) on hold, so that a role runs its apt tasks (each a load of apt's cache) only for
-    what is missing (docs/connection.md, "Lever C for apt"). The rule is conservative: a package counts
+    what is missing (docs/connection.md, "Lever C for apt"). The rule is conservative. A package counts
     only when every line dpkg prints for it says C(ok installed), at exactly the version asked for;
     anything else is left to apt, which decides as before.
   - Each want is schema-checked; a bad one fails the task naming the entry and the field. A line of
