@@ -108,6 +108,8 @@ options:
       - Debian packages that must be installed, V(name) or V(name=version) (apt's form, the exact
         version). Satisfied only when every line dpkg prints for the package says C(ok installed) with
         the selection C(install) or C(hold), at that version when one is given (RV(packages_missing)).
+      - apt's other forms, V(name:arch) and comparisons such as V(name>=version), are accepted and always
+        returned in RV(packages_missing), for apt to resolve.
     type: list
     elements: str
     default: []

@@ -60,8 +60,10 @@ def line(name: str, version: str, want: str = "install", error: str = "ok", stat
         # an epoch is part of the version
         (line("lxc", "1:5.0.2-1"), ["lxc=5.0.2-1"], None, ["lxc=5.0.2-1"]),
         (line("lxc", "1:5.0.2-1"), ["lxc=1:5.0.2-1"], None, []),
-        # apt's version pattern is apt's to resolve
+        # apt's version pattern, an architecture and a comparison are apt's to resolve
         (line("cuda-toolkit-13-0", "13.0.2-1"), ["cuda-toolkit-13-0=13.0*"], None, ["cuda-toolkit-13-0=13.0*"]),
+        (line("lxcfs", "5.0.3-1"), ["lxcfs:amd64"], None, ["lxcfs:amd64"]),
+        (line("lxcfs", "5.0.3-1"), ["lxcfs>=5.0"], None, ["lxcfs>=5.0"]),
         # a multi-arch package: every architecture's line must be as wanted
         (line("libfoo1", "2-1") + line("libfoo1", "2-1", state="unpacked"), ["libfoo1=2-1"], None, ["libfoo1=2-1"]),
         (line("libfoo1", "2-1") + line("libfoo1", "2-1"), ["libfoo1=2-1"], None, []),
@@ -93,7 +95,8 @@ def test_output_not_in_dpkgs_format_is_refused_naming_the_line(out, named):
 
 
 @pytest.mark.parametrize(
-    "spec", ["", "Bash", "bash=", "-rf", "a", "bash;reboot", "bash 5", "../x", "bash\n=1", 3, None, ["bash"]]
+    "spec",
+    ["", "Bash", "bash=", "-rf", "a", "bash;reboot", "bash 5", "../x", "bash\n=1", "bash:", "bash=>1", 3, None, [1]],
 )
 def test_a_wanted_entry_that_is_not_a_package_is_refused(spec):
     with pytest.raises(ds.DpkgStatusError, match=r"package|text"):
@@ -195,5 +198,7 @@ def test_the_module_refuses_a_bad_package_before_running_dpkg(tmp_path):
     env = fake_dpkg_query(tmp_path, f"touch {tmp_path}/ran")
     rc, result = run_module(MODULE, {"packages": ["lxc; reboot"]}, tmp_path, env=env)
     assert rc != 0
-    assert result["msg"] == "node_state: bad input: not a Debian package name or name=version: 'lxc; reboot'"
+    assert result["msg"] == (
+        "node_state: bad input: not a Debian package as apt takes it (name, name=version, name:arch): 'lxc; reboot'"
+    )
     assert not (tmp_path / "ran").exists()

@@ -5,14 +5,14 @@
 
 The roles read the packages they manage with one ``dpkg-query`` (DPKG_QUERY_FORMAT) and run their apt
 tasks only for what this finds unsatisfied, so that a node that has everything skips apt's cache load
-for each task (docs/connection.md, "Lever C"). The rule is conservative: a package counts as satisfied
+for each task (docs/connection.md, "Lever C for apt"). The rule is conservative: a package counts as satisfied
 only when every line dpkg prints for it says ``ok installed`` with a wanted selection (``install`` or
 ``hold``, or exactly the one asked for) at exactly the version asked for; anything else (not listed,
-half-configured, config-files only, another version, a version with apt's ``*`` pattern) is left to
-apt, which decides as it always did. dpkg's output is outside data: a line that is not
-``<package>\\t<version>\\t<want> <error> <state>`` with dpkg's own words is refused with a message
-that names it. Source: dpkg-query(1) (``--showformat``, the ``Status`` field), deb-version(7),
-Debian Policy 5.6.1 (package names).
+half-configured, config-files only, another version, a version with apt's ``*`` pattern, apt's
+``name:arch`` or ``name>=version``) is left to apt, which decides as it always did. dpkg's output is
+outside data: a line that is not ``<package>\\t<version>\\t<want> <error> <state>`` with dpkg's own
+words is refused with a message that names it. Source: dpkg-query(1) (``--showformat``, the ``Status``
+field), deb-version(7), Debian Policy 5.6.1 (package names).
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ import re
 DPKG_QUERY_FORMAT = "${Package}\\t${Version}\\t${Status}\\n"
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+\Z")
+# apt's forms of a wanted package: name, name:arch, each with =version or a comparison such as >=version
+_SPEC = re.compile(
+    r"(?P<name>[a-z0-9][a-z0-9+.-]+)(?P<arch>:[a-z0-9-]+)?(?:(?P<op>=|>=|<=|>>|<<|>|<)(?P<version>[A-Za-z0-9.+~:*-]+))?\Z"
+)
 _VERSION = re.compile(r"(?:[0-9]+:)?[A-Za-z0-9][A-Za-z0-9.+~:-]*\Z")
 _WANT = frozenset({"unknown", "install", "hold", "deinstall", "purge"})
 _ERROR = frozenset({"ok", "reinstreq", "hold", "hold-reinstreq"})
@@ -74,14 +78,20 @@ def parse_dpkg_status(stdout: str) -> dict[str, list[tuple[str, str, str, str]]]
     return found
 
 
-def split_spec(spec: object) -> tuple[str, str | None]:
-    """``name`` or ``name=version`` (apt's form) as (name, version or None); anything else is refused."""
+def split_spec(spec: object) -> tuple[str, str | None, bool]:
+    """(name, version or None, exact) of apt's ``name``, ``name=version``, ``name:arch`` or ``name>=version``.
+
+    ``exact`` is true for ``name`` and ``name=version``, the forms this reads; the others (an architecture,
+    a comparison) are apt's to resolve, so a package asked that way is never counted as satisfied.
+    Anything else (not a Debian package name, an empty version, shell syntax) is refused.
+    """
     if not isinstance(spec, str):
         raise DpkgStatusError(f"a wanted package must be text, not {type(spec).__name__}: {spec!r}")
-    name, sep, version = spec.partition("=")
-    if not _NAME.match(name) or (sep and not version):
-        raise DpkgStatusError(f"not a Debian package name or name=version: {_shown(spec)}")
-    return name, (version if sep else None)
+    match = _SPEC.match(spec)
+    if not match:
+        raise DpkgStatusError(f"not a Debian package as apt takes it (name, name=version, name:arch): {_shown(spec)}")
+    exact = match["arch"] is None and match["op"] in (None, "=")
+    return match["name"], match["version"], exact
 
 
 def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list[str]:
@@ -98,14 +108,18 @@ def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list
     allowed = (selection,) if selection else _SELECTIONS
     missing = []
     for spec in wanted:
-        name, version = split_spec(spec)
+        name, version, exact = split_spec(spec)
         lines = status.get(name, [])
-        ok = bool(lines) and all(
-            err == "ok"
-            and state == "installed"
-            and want in allowed
-            and (version is None or (_VERSION.match(version) is not None and have == version))
-            for have, want, err, state in lines
+        ok = (
+            exact
+            and bool(lines)
+            and all(
+                err == "ok"
+                and state == "installed"
+                and want in allowed
+                and (version is None or (_VERSION.match(version) is not None and have == version))
+                for have, want, err, state in lines
+            )
         )
         if not ok:
             missing.append(spec)
