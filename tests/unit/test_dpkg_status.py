@@ -130,10 +130,11 @@ def test_satisfied_exactly_when_every_line_is_installed_as_asked(status, data, s
     got = ds.unsatisfied(out, specs, selection)
     allowed = {"hold"} if selection else {"install", "hold"}
     for (name, version), spec in zip(wanted, specs, strict=True):
-        lines = [e for e in status if e[0] == name]
+        # (version, want, error, state) of each line dpkg prints for the name
+        lines = [entry[1:] for entry in status if entry[0] == name]
         ok = bool(lines) and all(
-            w in allowed and err == "ok" and st_ == "installed" and (version is None or v == version)
-            for _, v, w, err, st_ in lines
+            want in allowed and err == "ok" and state == "installed" and (version is None or have == version)
+            for have, want, err, state in lines
         )
         assert (spec in got) is not ok, (spec, lines)
 
