@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What dpkg says is installed, and which wanted packages it does not satisfy (pure; controller side).
+"""What dpkg says is installed, and which wanted packages it does not satisfy (pure; node_state runs it on the node).
 
 The roles read the packages they manage with one ``dpkg-query`` (DPKG_QUERY_FORMAT) and run their apt
 tasks only for what this finds unsatisfied, so that a node that has everything skips apt's cache load
@@ -22,10 +22,12 @@ import re
 # dpkg-query --show --showformat: one line per package (and per architecture of a multi-arch one)
 DPKG_QUERY_FORMAT = "${Package}\\t${Version}\\t${Status}\\n"
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+\Z")
+# a Debian package name (Policy 5.6.1)
+_NAME_PATTERN = r"[a-z0-9][a-z0-9+.-]+"
+_NAME = re.compile(_NAME_PATTERN + r"\Z")
 # apt's forms of a wanted package: name, name:arch, each with =version or a comparison such as >=version
 _SPEC = re.compile(
-    r"(?P<name>[a-z0-9][a-z0-9+.-]+)(?P<arch>:[a-z0-9-]+)?(?:(?P<op>=|>=|<=|>>|<<|>|<)(?P<version>[A-Za-z0-9.+~:*-]+))?\Z"
+    rf"(?P<name>{_NAME_PATTERN})(?P<arch>:[a-z0-9-]+)?(?:(?P<op>=|>=|<=|>>|<<|>|<)(?P<version>[A-Za-z0-9.+~:*-]+))?\Z"
 )
 _VERSION = re.compile(r"(?:[0-9]+:)?[A-Za-z0-9][A-Za-z0-9.+~:-]*\Z")
 _WANT = frozenset({"unknown", "install", "hold", "deinstall", "purge"})
@@ -95,7 +97,7 @@ def split_spec(spec: object) -> tuple[str, str | None, bool]:
 
 
 def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list[str]:
-    """The entries of ``wanted`` (``name`` or ``name=version``) that dpkg's output does not satisfy.
+    """The entries of ``wanted`` (apt's forms, split_spec) that dpkg's output does not satisfy.
 
     Satisfied: every line of the package says ``ok installed``, at exactly the version when one is
     given, with the selection ``install`` or ``hold`` (only ``selection`` when that is given).
@@ -117,7 +119,8 @@ def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list
                 err == "ok"
                 and state == "installed"
                 and want in allowed
-                and (version is None or (_VERSION.match(version) is not None and have == version))
+                # (have passed _VERSION when read, so an apt pattern such as 13.0* never equals it)
+                and (version is None or have == version)
                 for have, want, err, state in lines
             )
         )
