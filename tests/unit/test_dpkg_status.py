@@ -154,6 +154,21 @@ def test_any_output_is_read_or_refused_never_misread(out):
             assert f"{name}\t{version}\t{want} {err} {state}" in out
 
 
+@given(st.text(max_size=60))
+@settings(max_examples=examples(300))
+def test_any_wanted_text_is_a_package_as_apt_takes_it_or_refused(spec):
+    # an inventory's package list: whatever it holds, no traceback, and nothing but a Debian package
+    # name ever reaches dpkg-query's argv
+    try:
+        name, _version, _exact = ds.split_spec(spec)
+    except ds.DpkgStatusError as exc:
+        refused = str(exc)
+        assert refused.startswith("not a Debian package as apt takes it"), refused
+        return
+    assert ds._NAME.match(name), name
+    assert spec.startswith(name)
+
+
 def test_the_module_reads_this_machines_real_dpkg(tmp_path):
     shown = subprocess.run(
         ["dpkg-query", "--show", "--showformat", "${Version}", "bash"], check=True, capture_output=True, text=True
