@@ -19,7 +19,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
-from lib.playbook import rollout_play
+from lib.playbook import REPO, rollout_play
 
 from ansible_collections.gpufleet.sglang.plugins.filter.regate_units import regate_units as regate_filter
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_serial import rollout_serial
@@ -33,7 +33,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.systemd_uni
     timespan,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles/fleet_regate"
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 needs_systemd_analyze = pytest.mark.skipif(

@@ -18,6 +18,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from lib.module import run_module as run_module_at
+from lib.playbook import REPO
 from lib.prometheus import parse
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.baseline import make_key, run_record
@@ -28,21 +29,22 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.metrics impor
     same_state,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins/modules/gate_metrics.py"
 WHEN = "2026-12-01T03:41:07.123456+00:00"
+# the gate's key of the records (gate_baseline.make_key); all but the host are labels of gpufleet_gate_info
+KEY = {
+    "host": "sglang-01",
+    "model": "GLM-5-NVFP4",
+    "model_revision": "0123abcd",
+    "profile": "default",
+    "sglang_version": "0.5.23",
+    "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+}
 
 
 def record(verdict: str = "fail", **result) -> dict:
     """A record as the action plugin builds it (gate_baseline.run_record) from a module result."""
-    key = make_key(
-        host="sglang-01",
-        model="GLM-5-NVFP4",
-        model_revision="0123abcd",
-        profile="default",
-        sglang_version="0.5.23",
-        gpu_model="NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    )
+    key = make_key(**KEY)
     res = {
         "failed": verdict == "fail",
         "verdict": verdict,
@@ -80,15 +82,7 @@ def test_a_failed_run_gives_the_series_the_alerts_read() -> None:
     assert got["gpufleet_gate_timestamp_seconds"] == [({}, expected_time)]
     assert got["gpufleet_gate_info"] == [
         (
-            {
-                "model": "GLM-5-NVFP4",
-                "model_revision": "0123abcd",
-                "profile": "default",
-                "sglang_version": "0.5.23",
-                "gpu_model": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-                "verdict": "fail",
-                "reason": "regression",
-            },
+            {**{k: v for k, v in KEY.items() if k != "host"}, "verdict": "fail", "reason": "regression"},
             1.0,
         )
     ]

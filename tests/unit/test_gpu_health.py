@@ -13,13 +13,13 @@ import importlib.util
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lib.module import documented_options
 from lib.nvidia import FIX, LOGS, PROFILES, STANDIN, VARIANTS, module_args, read, run_gpu_health, run_standin
+from lib.playbook import REPO
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.gpu_health import (
     DEFAULTS,
@@ -44,7 +44,6 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.smi import 
 )
 from ansible_collections.gpufleet.sglang.plugins.modules import gpu_health as module
 
-ROOT = Path(__file__).resolve().parents[2]
 H200_XML = FIX / "h200-580/nvidia-smi-q.xml"
 LEVELS = ("healthy", "degraded", "failed")
 
@@ -259,7 +258,7 @@ def test_xid_levels_follow_nvidia_immediate_actions():
 def test_docs_table_is_the_code_table():
     """docs/gpu-health.md lists the same codes, mnemonics, buckets and levels as XID_CATALOG."""
     rows = re.findall(
-        r"^\| (\d+) \| `([A-Z0-9_]+)` \| ([A-Z0-9_]+) \| (failed|degraded) \|", read(ROOT / "docs/gpu-health.md"), re.M
+        r"^\| (\d+) \| `([A-Z0-9_]+)` \| ([A-Z0-9_]+) \| (failed|degraded) \|", read(REPO / "docs/gpu-health.md"), re.M
     )
     documented = {int(code): (mnemonic, bucket, level) for code, mnemonic, bucket, level in rows}
     assert documented == {code: (entry[0], entry[1], xid_level(code)) for code, entry in XID_CATALOG.items()}
