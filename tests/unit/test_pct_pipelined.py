@@ -444,6 +444,19 @@ def test_the_inventories_remote_tmp_saves_the_echo_of_home(drift_runs):
 # --- inventory values that reach the host's shell ---------------------------------------------
 
 
+def refused_naming(conn, transport: FakeTransport, option: str) -> bool:
+    """Run a module through ``conn``: True when it was refused naming ``option`` before any session opened,
+    False when it ran."""
+    try:
+        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
+    except AnsibleConnectionFailure as error:
+        message = str(error)
+        assert option in message
+        assert transport.opened == []
+        return True
+    return False
+
+
 @pytest.mark.parametrize("vmid", [-1, 0, 99, 1_000_000_000, True])
 def test_a_vmid_that_is_not_a_container_id_is_refused_before_any_session(vmid):
     chan = FakeChannel()
@@ -472,12 +485,7 @@ def test_any_vmid_reaches_the_command_as_digits_of_a_container_id_or_is_refused(
         conn, transport = connection(chan, proxmox_vmid=vmid)
     except AnsibleError:
         return  # Ansible's own int conversion refused it: nothing can run
-    try:
-        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
-    except AnsibleConnectionFailure as error:
-        message = str(error)
-        assert "proxmox_vmid" in message
-        assert transport.opened == []
+    if refused_naming(conn, transport, "proxmox_vmid"):
         return
     token = chan.command.split()[2]
     assert token.isdigit()
@@ -510,12 +518,7 @@ def test_a_plain_become_method_is_used_as_given(method):
 def test_any_become_method_is_plain_words_or_refused(method):
     chan = FakeChannel()
     conn, transport = connection(chan, ansible_user="ansible", proxmox_become_method=method)
-    try:
-        conn.exec_command(PYTHON_CMD, in_data=b"print(1)\n")
-    except AnsibleConnectionFailure as error:
-        message = str(error)
-        assert "proxmox_become_method" in message
-        assert transport.opened == []
+    if refused_naming(conn, transport, "proxmox_become_method"):
         return
     prefix = chan.command.decode()[: -len(f" /usr/sbin/pct exec 101 -- {PYTHON_CMD}")]
     assert prefix == method
