@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lib.startup import COLD_START
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import baseline as gb
 
@@ -411,15 +412,6 @@ def test_gpu_health_option_is_checked_on_the_controller():
     errors = validator.validate({"gpu_health": {"level": "sick", "verdict": "x"}}).error_messages
     assert errors
     assert errors[0] == "value of level must be one of: healthy, degraded, failed, got: sick found in gpu_health"
-
-
-COLD_START = {
-    "release": "0.5.23-abc",
-    "sglang_version": "0.5.23",
-    "ready_s": 312.4,
-    "phases": {"load_weight": 41.25, "tokenizer_e2e": 262.75},
-    "cuda_graph": {"decode": 210.5},
-}
 
 
 def test_cold_start_goes_into_the_record_checked():

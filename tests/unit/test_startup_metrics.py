@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lib.standin import sglang_standin
+from lib.startup import COLD_START
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import (
     CUDA_GRAPH_PHASES,
@@ -157,18 +158,9 @@ def test_what_the_gauges_say_is_read_back(phases: dict[str, float]) -> None:
     assert got["problems"] == []
 
 
-GOOD = {
-    "release": "0.5.23-abc123",
-    "sglang_version": "0.5.23",
-    "ready_s": 271.4,
-    "phases": {"load_weight": 41.25, "tokenizer_e2e": 262.75},
-    "cuda_graph": {"decode": 210.5},
-}
-
-
 def test_check_cold_start_keeps_a_good_record() -> None:
-    assert check_cold_start(GOOD) == GOOD
-    assert check_cold_start({k: v for k, v in GOOD.items() if k != "cuda_graph"})["cuda_graph"] == {}
+    assert check_cold_start(COLD_START) == COLD_START
+    assert check_cold_start({k: v for k, v in COLD_START.items() if k != "cuda_graph"})["cuda_graph"] == {}
 
 
 @pytest.mark.parametrize(
@@ -191,7 +183,7 @@ def test_check_cold_start_keeps_a_good_record() -> None:
 )
 def test_check_cold_start_names_the_wrong_field(change: dict, field: str) -> None:
     with pytest.raises(ColdStartError, match="^" + field.replace(".", r"\.")):
-        check_cold_start(GOOD | change)
+        check_cold_start(COLD_START | change)
 
 
 @given(
