@@ -13,6 +13,7 @@ import re
 import resource
 
 import pytest
+from lib.sse import native_event
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import client as gate_client
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
@@ -34,15 +35,8 @@ def native_events(n: int, incremental: bool, interval: int = 1) -> list[bytes]:
         if not (k == 1 or k % interval == 0 or k == n):
             continue
         a = sent if incremental else 0
-        final = k == n
-        meta = {
-            "id": "r1",
-            "finish_reason": {"type": "length", "length": n} if final else None,
-            "prompt_tokens": 4,
-            "completion_tokens": k,
-            "cached_tokens": 0,
-        }
-        out.append(json.dumps({"text": "".join(words[a:k]), "output_ids": ids[a:k], "meta_info": meta}).encode())
+        event = native_event("".join(words[a:k]), ids[a:k], k, rid="r1", final_length=n if k == n else None)
+        out.append(json.dumps(event).encode())
         sent = k
     return out
 

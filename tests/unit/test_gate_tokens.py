@@ -13,6 +13,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lib.sse import native_event
 from standins import sglang_api
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import http as gate_http
@@ -51,14 +52,7 @@ def native(counts: list[int], ids: list[int], *, spaced: bool = False, final: bo
     out = []
     for k, (ct, n) in enumerate(zip(counts, ids, strict=True)):
         last = final and k == len(counts) - 1
-        meta = {
-            "id": "r",
-            "finish_reason": {"type": "length", "length": ct} if last else None,
-            "prompt_tokens": 4,
-            "completion_tokens": ct,
-            "cached_tokens": 0,
-        }
-        obj = {"text": " t" * n, "output_ids": [1000 + i for i in range(n)], "meta_info": meta}
+        obj = native_event(" t" * n, [1000 + i for i in range(n)], ct, final_length=ct if last else None)
         out.append(json.dumps(obj, separators=(", ", ": ") if spaced else (",", ":")).encode())
     return out
 
