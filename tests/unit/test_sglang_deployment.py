@@ -38,15 +38,14 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> dict[str, Path]:
-    rel1 = tmp_path / "releases" / "sglang-0.5.12.post1-aaa"
-    rel2 = tmp_path / "releases" / "sglang-0.5.13-bbb"
-    rel1.mkdir(parents=True)
-    rel2.mkdir(parents=True)
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    link = tmp_path / "current"
+def make_node(base: Path, releases: tuple[str, str]) -> dict[str, Path]:
+    """A node below ``base``: two releases (rel1, rel2), the link ``current`` to rel1, and in etc/ the four
+    managed files: the unit, server.yaml, server.env (0640, CRLF, no final newline) and secrets.env (0600)."""
+    rel1, rel2 = (base / "releases" / name for name in releases)
+    etc = base / "etc"
+    for d in (rel1, rel2, etc):
+        d.mkdir(parents=True)
+    link = base / "current"
     link.symlink_to(rel1)
     (etc / "unit.service").write_text("[Service]\nExecStart=/x --config /etc/c.yaml\nDescription=0.5.12.post1\n")
     (etc / "server.yaml").write_text("tp-size: 8\nattention-backend: flashinfer\n")
@@ -54,7 +53,12 @@ def node(tmp_path: Path) -> dict[str, Path]:
     os.chmod(etc / "server.env", 0o640)
     (etc / "secrets.env").write_text("SGLANG_API_KEY=old-secret\n")
     os.chmod(etc / "secrets.env", 0o600)
-    return {"root": tmp_path / "deployments", "etc": etc, "rel1": rel1, "rel2": rel2, "link": link}
+    return {"root": base / "deployments", "etc": etc, "rel1": rel1, "rel2": rel2, "link": link}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> dict[str, Path]:
+    return make_node(tmp_path, ("sglang-0.5.12.post1-aaa", "sglang-0.5.13-bbb"))
 
 
 def files(n: dict[str, Path], extra: tuple[str, ...] = ()) -> list[tuple[str, bool]]:
@@ -258,22 +262,12 @@ def two_deployments(base: Path) -> dict:
     """A node on deployment B (new) with A (old) as previous; they differ in five ways across the
     managed files (content, mode, a file only A has, a file only B has, the secret) and the release."""
     base.mkdir()
-    rel_a, rel_b, etc = base / "releases" / "a", base / "releases" / "b", base / "etc"
-    for d in (rel_a, rel_b, etc):
-        d.mkdir(parents=True)
-    link = base / "current"
-    link.symlink_to(rel_a)
+    node = make_node(base, ("a", "b"))
+    root, etc, rel_a, rel_b, link = node["root"], node["etc"], node["rel1"], node["rel2"], node["link"]
     names = ["unit.service", "server.yaml", "server.env", "secrets.env", "only-a.env", "only-b.env"]
     paths = [str(etc / n) for n in names]
     managed = [(p, p.endswith("secrets.env")) for p in paths]
-    (etc / "unit.service").write_text("[Service]\nDescription=A\n")
-    (etc / "server.yaml").write_text("tp-size: 8\n")
-    (etc / "server.env").write_bytes(b"K=A\r\nNO_FINAL_NEWLINE=1")
-    os.chmod(etc / "server.env", 0o640)
-    (etc / "secrets.env").write_text("SGLANG_API_KEY=a\n")
-    os.chmod(etc / "secrets.env", 0o600)
     (etc / "only-a.env").write_text("A_ONLY=1\n")
-    root = base / "deployments"
     a = dep.record(str(root), str(rel_a), managed, {}, {"v": "a"})
     (etc / "unit.service").write_text("[Service]\nDescription=B\n")
     os.chmod(etc / "server.env", 0o644)
