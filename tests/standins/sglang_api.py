@@ -187,7 +187,7 @@ def merge_config(argv: list[str]) -> list[str]:
     if not where:
         return argv
     index, path = _config_path(argv, where)
-    return _config_argv(_read_config(path)) + argv[:index] + argv[index + 2 :]
+    return config_argv(_read_config(path)) + argv[:index] + argv[index + 2 :]
 
 
 def _config_path(argv: list[str], where: list[int]) -> tuple[int, str]:
@@ -226,12 +226,17 @@ def _read_config(path: str) -> dict:
     return data
 
 
-def _config_argv(data: dict) -> list[str]:
-    """A config mapping as command-line tokens: true is a bare flag, false and [] are left out."""
+def config_argv(data: dict, kinds: dict[str, str] | None = None) -> list[str]:
+    """A config mapping as command-line tokens, as SGLang 0.5.23's ConfigArgumentMerger._convert_config_to_args
+    makes them: for a bool flag (every flag where ``kinds``, the flags' kinds by name, is not given) true is
+    a bare flag and false is left out, any other flag's bool is ``true``/``false``; [] is left out."""
     merged: list[str] = []
     for key, value in data.items():
         if isinstance(value, bool):
-            merged += [f"--{key}"] if value else []
+            if kinds is None or kinds.get(f"--{key}") == "bool":
+                merged += [f"--{key}"] if value else []
+            else:
+                merged += [f"--{key}", str(value).lower()]
         elif isinstance(value, list):
             merged += [f"--{key}", *(str(item) for item in value)] if value else []
         elif isinstance(value, dict):

@@ -23,6 +23,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
+from standins import sglang_api
 
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_args import sglang_server_args
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_server_config import sglang_server_config
@@ -92,21 +93,9 @@ ALL_FLAGS_PARSER = flag_table_parser({flag: kind for flag, (kind, _presence) in 
 
 
 def expand_like_sglang(config: dict[str, Any], kinds: dict[str, str]) -> list[str]:
-    """What SGLang 0.5.23's ConfigArgumentMerger._convert_config_to_args makes of the file."""
-    words: list[str] = []
-    for key, value in config.items():
-        if isinstance(value, bool):
-            if kinds.get(f"--{key}") == "bool":
-                words += [f"--{key}"] if value else []
-            else:
-                words += [f"--{key}", str(value).lower()]
-        elif isinstance(value, list):
-            words += [f"--{key}", *(str(item) for item in value)] if value else []
-        elif isinstance(value, dict):
-            words += [f"--{key}", json.dumps(value)]
-        else:
-            words += [f"--{key}", str(value)]
-    return words
+    """What SGLang 0.5.23's ConfigArgumentMerger._convert_config_to_args makes of the file (the stand-in's
+    reading of it, with the release's flag kinds)."""
+    return sglang_api.config_argv(config, kinds)
 
 
 def parse(words: list[str]) -> argparse.Namespace:
