@@ -417,10 +417,13 @@ def refusals(module_hub, downloaded, tmp_path_factory) -> dict[str, Case]:
     return cases
 
 
-def refused(case: Case) -> str:
-    """The message the role refused ``case`` with; the test fails if it did not refuse."""
+def refused(case: Case, *parts: str) -> str:
+    """The message the role refused ``case`` with; the test fails if it did not refuse, or if the message
+    does not name each of ``parts``."""
     assert case.outcome["ok"] is False, case.output
     assert "Traceback" not in case.output
+    missing = [part for part in parts if part not in case.msg]
+    assert not missing, (missing, case.msg)
     return case.msg
 
 
@@ -430,20 +433,19 @@ def store_files(d: Path) -> list[Path]:
 
 def test_not_enough_space_is_refused_before_any_byte(refusals):
     case = refusals["space"]
-    msg = refused(case)
-    assert "not enough space" in msg
-    assert "the download needs 4.0 MiB" in msg
-    assert "nothing was downloaded" in msg
+    refused(case, "not enough space", "the download needs 4.0 MiB", "nothing was downloaded")
     assert downloads(case.hub) == []
     assert not list((case.dir / "store").glob("gpufleet-test/tiny-moe/*"))
 
 
 def test_bad_declarations_are_named_before_any_change(refusals):
     case = refusals["declarations"]
-    msg = refused(case)
-    assert "model tiny: declared twice" in msg
-    assert "model x: repo 'no-slash' is not '<org>/<name>'" in msg
-    assert "model l: a local source needs revision set to the 40-hex commit" in msg
+    refused(
+        case,
+        "model tiny: declared twice",
+        "model x: repo 'no-slash' is not '<org>/<name>'",
+        "model l: a local source needs revision set to the 40-hex commit",
+    )
     assert case.hub.requests() == []
     assert not (case.dir / "store").exists()
 
