@@ -246,31 +246,6 @@ def _spawn_ranks(what: str) -> str:
     return f"{world} ranks {variant or '(default transports)'}"
 
 
-def nccl_allreduce() -> str:
-    _need(2)
-    return _spawn_ranks("allreduce")
-
-
-def nccl_allgather() -> str:
-    _need(2)
-    return _spawn_ranks("allgather")
-
-
-def dist_per_gpu() -> str:
-    _need(2)
-    return _spawn_ranks("per_gpu")
-
-
-def cuda_ipc_ranks() -> str:
-    _need(2)
-    return _spawn_ranks("ipc_ranks")
-
-
-def tp_matmul() -> str:
-    _need(2)
-    return _spawn_ranks("tp_matmul")
-
-
 SINGLE = (
     "cuda_init",
     "matmul_bf16",
@@ -283,14 +258,26 @@ SINGLE = (
     "cuda_ipc_legacy",
     "cuda_ipc_expandable",
 )
-MULTI = ("nccl_allreduce", "nccl_allgather", "dist_per_gpu", "cuda_ipc_ranks", "tp_matmul")
+# the workloads of two GPUs or more: each runs one rank per GPU (_spawn_ranks) doing what _rank_main names
+RANKS = {
+    "nccl_allreduce": "allreduce",
+    "nccl_allgather": "allgather",
+    "dist_per_gpu": "per_gpu",
+    "cuda_ipc_ranks": "ipc_ranks",
+    "tp_matmul": "tp_matmul",
+}
+MULTI = tuple(RANKS)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in SINGLE + MULTI:
         print(f"usage: workloads.py {{{','.join(SINGLE + MULTI)}}}", file=sys.stderr)
         return 2
-    detail = globals()[argv[0]]()
+    if argv[0] in RANKS:
+        _need(2)
+        detail = _spawn_ranks(RANKS[argv[0]])
+    else:
+        detail = globals()[argv[0]]()
     print(f"PASS {argv[0]}: {detail}", flush=True)
     return 0
 
