@@ -36,19 +36,19 @@ def play(tmp_path: Path, **given: str) -> Result:
 
 
 @pytest.mark.parametrize(
-    ("given", "named"),
+    ("named", "value"),
     [
-        ({"fleet_monitoring_node_exporter_listen": '127.0.0.1:9101" --web.config.file=/tmp/x'}, "listen"),
-        ({"fleet_monitoring_node_exporter_listen": "127.0.0.1:9101\n--collector.disable-defaults"}, "listen"),
-        ({"fleet_monitoring_node_exporter_listen": "127.0.0.1:70000"}, "listen"),
-        ({"fleet_monitoring_node_exporter_address": "127.0.0.1:9101/metrics?x"}, "address"),
-        ({"fleet_monitoring_node_exporter_textfile_dir": "/var/lib/../../etc"}, "textfile_dir"),
-        ({"fleet_monitoring_node_exporter_textfile_dir": "var/lib/node-exporter"}, "textfile_dir"),
-        ({"fleet_monitoring_node_exporter_textfile_dir": "/var/lib/node exporter"}, "textfile_dir"),
+        ("listen", '127.0.0.1:9101" --web.config.file=/tmp/x'),
+        ("listen", "127.0.0.1:9101\n--collector.disable-defaults"),
+        ("listen", "127.0.0.1:70000"),
+        ("address", "127.0.0.1:9101/metrics?x"),
+        ("textfile_dir", "/var/lib/../../etc"),
+        ("textfile_dir", "var/lib/node-exporter"),
+        ("textfile_dir", "/var/lib/node exporter"),
     ],
 )
-def test_bad_inputs_fail_first_and_name_the_value(tmp_path, given, named):
-    proc = play(tmp_path, **given)
+def test_bad_inputs_fail_first_and_name_the_value(tmp_path, named, value):
+    proc = play(tmp_path, **{f"fleet_monitoring_node_exporter_{named}": value})
     out = proc.stdout + proc.stderr
     assert proc.rc == 2, out[-3000:]
     assert "Check the node exporter's inputs" in out
