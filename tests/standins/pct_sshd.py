@@ -31,6 +31,7 @@ from pathlib import Path
 import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from lib.tcp import serve_in_thread
 
 PCT_EXEC = re.compile(r"^(?:sudo )?/usr/sbin/pct exec (\d+) -- (.*)$", re.DOTALL)
 BUFSIZE = 32768
@@ -73,7 +74,7 @@ class PctSshd:
         self.port = self._sock.getsockname()[1]
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        threading.Thread(target=self._serve, daemon=True).start()
+        serve_in_thread(self._sock, self._session, self._stop)
 
     def known_hosts_line(self) -> str:
         return f"[127.0.0.1]:{self.port} {self.host_key.get_name()} {self.host_key.get_base64()}\n"
@@ -82,14 +83,6 @@ class PctSshd:
         self._stop.set()
         with contextlib.suppress(OSError):
             self._sock.close()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _peer = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._session, args=(conn,), daemon=True).start()
 
     def _session(self, conn: socket.socket) -> None:
         transport = paramiko.Transport(conn)

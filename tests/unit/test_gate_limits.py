@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from lib.tcp import serve_in_thread
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import MASK, mask, mask_url
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate import limits as gl
@@ -179,16 +180,7 @@ class Trickler:
         self.data = data
         self.every = every
         self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _addr = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+        serve_in_thread(self.sock, self._drip, self.stop)
 
     def _drip(self, conn: socket.socket) -> None:
         with conn:
