@@ -9,10 +9,11 @@ The Ansible module is a thin shell around :func:`validate`, :func:`plan` and :fu
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.secret_mask import secret_forms, secrets_of
 from ansible_collections.gpufleet.sglang.plugins.module_utils.gate.client import (
@@ -90,17 +91,18 @@ class GateParams:
         return Shape(self.api, self.model, self.input_len, self.output_len, self.api_key)
 
     def design_rule(self) -> Design:
-        return Design(
-            name=self.design,
-            trials=self.trials,
-            min_trials=self.min_trials,
-            max_trials=self.max_trials,
-            tolerance=self.tolerance,
-            alpha=self.alpha,
-            beta=self.beta,
-            margin=self.margin,
-            min_output_tokens_per_s=self.min_output_tokens_per_s,
-        )
+        return Design(name=self.design, **options_of(self, DESIGN_OPTIONS))
+
+
+def options_of(p: GateParams, names: tuple[str, ...]) -> dict[str, object]:
+    """``p``'s options ``names``, by name (the keyword arguments of what takes them under the same names)."""
+    return {name: getattr(p, name) for name in names}
+
+
+# the options the stopping rule takes: Design's fields but its name (p.design)
+DESIGN_OPTIONS = tuple(f.name for f in fields(Design) if f.name != "name")
+# the options the run's deadlines are worked out from: limits.deadlines's parameters but most_trials
+DEADLINE_OPTIONS = tuple(name for name in inspect.signature(deadlines).parameters if name != "most_trials")
 
 
 NUMERIC_OPTIONS = (
@@ -143,7 +145,7 @@ def validate(p: GateParams) -> None:
     Target.from_url(p.url)
     check_ready_path(p.ready_path)
     p.shape().validate()
-    values: dict[str, object] = {name: getattr(p, name) for name in NUMERIC_OPTIONS}
+    values = options_of(p, NUMERIC_OPTIONS)
     values["baseline"] = p.baseline
     check_bounds(values)
     spread = baseline_spread_problem(p.baseline) if p.baseline else None
@@ -164,18 +166,7 @@ def validate(p: GateParams) -> None:
 
 
 def run_deadlines(p: GateParams) -> Deadlines:
-    return deadlines(
-        ready_timeout=p.ready_timeout,
-        request_timeout=p.request_timeout,
-        output_len=p.output_len,
-        concurrency=p.concurrency,
-        requests_per_trial=p.requests_per_trial,
-        warmup_requests=p.warmup_requests,
-        trials=p.trials,
-        max_invalid_trials=p.max_invalid_trials,
-        telemetry_interval_ms=p.telemetry_interval_ms,
-        most_trials=p.design_rule().most_trials(),
-    )
+    return deadlines(**options_of(p, DEADLINE_OPTIONS), most_trials=p.design_rule().most_trials())
 
 
 def secrets(p: GateParams) -> list[str]:
