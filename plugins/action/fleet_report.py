@@ -46,17 +46,18 @@ def _svg_uri(fig: Any) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _per_host_lines(ax: Any, runs: list[dict[str, Any]], hosts: list[str], key: str, **style: Any) -> None:
+    """One line per host: its runs' ``key`` over time (runs without it left out; a host with none, no line)."""
+    for host in hosts:
+        pts = [(parse_time(r["time"]), r[key]) for r in runs if r["host"] == host and r[key] is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], **style, label=display_text(host))
+
+
 def _throughput_chart(plt: Any, runs: list[dict[str, Any]], hosts: list[str]) -> str:
     """Output tok/s per host over time, releases and model revisions marked, each start's time to ready."""
     fig, ax = plt.subplots(figsize=(11, 4))
-    for host in hosts:
-        pts = [
-            (parse_time(r["time"]), r["median_output_tokens_per_s"])
-            for r in runs
-            if r["host"] == host and r["median_output_tokens_per_s"] is not None
-        ]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=display_text(host))
+    _per_host_lines(ax, runs, hosts, "median_output_tokens_per_s", marker="o")
     for m in markers(runs):
         ax.axvline(parse_time(m["time"]), color="grey", linestyle="--", linewidth=0.8)
         ax.annotate(
@@ -129,14 +130,7 @@ def charts(runs: list[dict[str, Any]], sweeps: dict[str, dict[str, Any]]) -> dic
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(11, 3.5))
-    for host in hosts:
-        pts = [
-            (parse_time(r["time"]), r["power_pct_of_limit"])
-            for r in runs
-            if r["host"] == host and r["power_pct_of_limit"] is not None
-        ]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle=":", label=display_text(host))
+    _per_host_lines(ax, runs, hosts, "power_pct_of_limit", marker="s", linestyle=":")
     ax.axhline(100, color="tab:red", linewidth=1, label="power limit")
     ax.axhline(50, color="tab:orange", linewidth=0.8, linestyle="--", label="under-use (50%)")
     ax.set_ylim(0, 110)
