@@ -60,6 +60,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
     drain_budget,
     pick_record,
 )
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
 def _number(value: object) -> object:
@@ -77,7 +78,7 @@ def drain_budget_filter(records: object, host: object, settings: object) -> dict
     if not isinstance(settings, Mapping):
         raise AnsibleFilterError(f"drain_budget: settings must be a dict, got {type(settings).__name__}")
     rate, what = pick_record(records if isinstance(records, list) else [records], str(host))
-    try:
+    with filter_errors("drain_budget", RolloutPlanError):
         out = drain_budget(
             budget_s=_number(settings.get("budget_s", 0)),
             max_new_tokens=_number(settings.get("max_new_tokens")),
@@ -85,8 +86,6 @@ def drain_budget_filter(records: object, host: object, settings: object) -> dict
             margin_s=_number(settings.get("margin_s", 0)),
             ceiling_s=_number(settings.get("ceiling_s")),
         )
-    except RolloutPlanError as exc:
-        raise AnsibleFilterError(f"drain_budget: {exc}") from None
     return dict(out, record=what)
 
 

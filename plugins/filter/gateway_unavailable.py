@@ -52,6 +52,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
     parse_workers,
     unavailable,
 )
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
 def gateway_unavailable(workers: object, members: object) -> dict[str, str]:
@@ -61,10 +62,8 @@ def gateway_unavailable(workers: object, members: object) -> dict[str, str]:
         raise AnsibleFilterError(
             f"gateway_unavailable: members must map inventory names to worker URLs, got {members!r:.200}"
         )
-    try:
+    with filter_errors("gateway_unavailable", RolloutPlanError):
         return unavailable(members, parse_workers(workers))
-    except RolloutPlanError as exc:
-        raise AnsibleFilterError(f"gateway_unavailable: {exc}") from None
 
 
 class FilterModule:

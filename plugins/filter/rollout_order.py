@@ -44,17 +44,15 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import rollout_order as order
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
 def rollout_order(hosts: object, out_now: object) -> list[str]:
-    try:
+    with filter_errors("rollout_order", RolloutPlanError):
         return order(hosts, out_now)
-    except RolloutPlanError as exc:
-        raise AnsibleFilterError(f"rollout_order: {exc}") from None
 
 
 class FilterModule:

@@ -42,6 +42,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError, serial_batches
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
 def rollout_serial(n_nodes: object, max_unavailable: object) -> list[int]:
@@ -49,10 +50,8 @@ def rollout_serial(n_nodes: object, max_unavailable: object) -> list[int]:
         n = int(str(n_nodes))
     except ValueError:
         raise AnsibleFilterError(f"rollout_serial: the number of nodes {n_nodes!r} is not an integer") from None
-    try:
+    with filter_errors("rollout_serial", RolloutPlanError):
         return serial_batches(n, max_unavailable)
-    except RolloutPlanError as exc:
-        raise AnsibleFilterError(f"rollout_serial: {exc}") from None
 
 
 class FilterModule:

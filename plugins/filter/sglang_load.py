@@ -35,16 +35,14 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import RolloutPlanError, parse_load
+from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
 def sglang_load(text: object) -> dict[str, int]:
-    try:
+    with filter_errors("sglang_load", RolloutPlanError):
         load = parse_load(text)
-    except RolloutPlanError as exc:
-        raise AnsibleFilterError(f"sglang_load: {exc}") from None
     return {"running": load.running, "queued": load.queued}
 
 
