@@ -107,20 +107,27 @@ def confine(root: str, name: object, what: str) -> str:
     return path
 
 
+# the kinds of file that stat tells apart by ``st_mode``, each with its noun in messages
+FILE_KINDS = (
+    (stat.S_ISREG, "regular file"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISLNK, "symlink"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def file_kind(mode: int) -> str | None:
+    """The noun of :data:`FILE_KINDS` for a file of ``mode`` (``st_mode``), or None for a kind it does not name."""
+    return next((noun for test, noun in FILE_KINDS if test(mode)), None)
+
+
 def kind_of(mode: int) -> str:
     """What a file of ``mode`` (``st_mode``) is, in words ("a regular file", "a FIFO", ...)."""
-    for test, words in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symlink"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return words
-    return "not a regular file"
+    noun = file_kind(mode)
+    return f"a {noun}" if noun else "not a regular file"
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

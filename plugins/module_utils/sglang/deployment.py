@@ -51,6 +51,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.confined_path import (
     PathError,
     confine,
+    file_kind,
     relative_name,
     segment,
 )
@@ -162,17 +163,12 @@ def _read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resu
 
 
 def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISLNK, "symbolic link"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
+    """What a file found where a regular file or a directory should be is, in this module's messages: the
+    kind confined_path names (a symlink spelled out), or "special file" for a regular file or an unnamed kind."""
+    noun = file_kind(mode)
+    if noun in (None, "regular file"):
+        return "special file"
+    return "symbolic link" if noun == "symlink" else noun
 
 
 def managed_path(path: object, what: str = "managed file") -> str:
