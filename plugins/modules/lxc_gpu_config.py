@@ -217,6 +217,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.arg_spec import dict_list
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import FileWriteError, replace_file
 from ansible_collections.gpufleet.sglang.plugins.module_utils.nvidia.lxc_gpu import (
     CGROUP_KEYS,
@@ -268,16 +269,11 @@ def run_module() -> None:
             "shm_size": {"type": "str", "default": ""},
             "dev_mode": {"type": "str", "default": "0666"},
             "dev_gid": {"type": "int"},
-            "bind_mounts": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "source": {"type": "path", "required": True},
-                    "target": {"type": "path", "required": True},
-                    "read_only": {"type": "bool", "default": True},
-                },
-            },
+            "bind_mounts": dict_list(
+                source={"type": "path", "required": True},
+                target={"type": "path", "required": True},
+                read_only={"type": "bool", "default": True},
+            ),
             "bind_mounts_root": {"type": "path", "default": ""},
         },
         supports_check_mode=True,

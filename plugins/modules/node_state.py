@@ -191,6 +191,7 @@ not_held:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.arg_spec import dict_list
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.dpkg_status import (
     DPKG_QUERY_FORMAT,
     DpkgStatusError,
@@ -225,31 +226,21 @@ def read_packages(module: AnsibleModule, packages: list, held: list) -> dict:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "files": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "path": {"type": "str", "required": True},
-                    "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
-                    "sha256": {"type": "str", "no_log": True},
-                    "owner": {"type": "str"},
-                    "group": {"type": "str"},
-                    "mode": {"type": "str"},
-                },
-            },
-            "users": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "name": {"type": "str", "required": True},
-                    "group": {"type": "str", "required": True},
-                    "groups_where_present": {"type": "list", "elements": "str", "default": []},
-                    "home": {"type": "str", "required": True},
-                    "shell": {"type": "str", "required": True},
-                },
-            },
+            "files": dict_list(
+                path={"type": "str", "required": True},
+                state={"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
+                sha256={"type": "str", "no_log": True},
+                owner={"type": "str"},
+                group={"type": "str"},
+                mode={"type": "str"},
+            ),
+            "users": dict_list(
+                name={"type": "str", "required": True},
+                group={"type": "str", "required": True},
+                groups_where_present={"type": "list", "elements": "str", "default": []},
+                home={"type": "str", "required": True},
+                shell={"type": "str", "required": True},
+            ),
             "groups": {"type": "list", "elements": "str", "default": []},
             "paths": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},

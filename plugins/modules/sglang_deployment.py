@@ -158,6 +158,7 @@ mixed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.arg_spec import dict_list
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.deployment import (
     DeploymentError,
     query,
@@ -175,15 +176,10 @@ def run_module() -> None:
             "state": {"type": "str", "choices": ["present", "rolled_back", "restored", "query"], "default": "present"},
             "release_dir": {"type": "path"},
             "release_link": {"type": "path", "default": RELEASE_LINK},
-            "files": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "path": {"type": "path", "required": True},
-                    "secret": {"type": "bool", "default": False},
-                },
-            },
+            "files": dict_list(
+                path={"type": "path", "required": True},
+                secret={"type": "bool", "default": False},
+            ),
             "model": {"type": "dict", "default": {}},
             "meta": {"type": "dict", "default": {}},
             "adopt": {"type": "bool", "default": False},
