@@ -11,6 +11,8 @@ short_description: Run tasks in Proxmox LXC containers through pct exec over SSH
 version_added: "0.1.0"
 author:
   - gpufleet.sglang contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - gpufleet.sglang.pct_container
 requirements:
   - paramiko
   - community.proxmox (its proxmox_pct_remote connection, 1.4 or later)
@@ -257,21 +259,6 @@ options:
     cli:
     - name: private_key_file
       option: --private-key
-  vmid:
-    description:
-    - LXC Container ID
-    type: int
-    vars:
-    - name: proxmox_vmid
-  proxmox_become_method:
-    description:
-    - Become command used in proxmox
-    type: str
-    default: sudo
-    vars:
-    - name: proxmox_become_method
-notes:
-  - Inside the container a shell (C(sh)) and C(cat) are needed, as for C(proxmox_pct_remote).
 """
 
 EXAMPLES = r"""

@@ -13,6 +13,7 @@ author:
   - gpufleet.sglang contributors (!UNKNOWN)
 extends_documentation_fragment:
   - connection_pipelining
+  - gpufleet.sglang.pct_container
 description:
   - The connection C(ansible.builtin.ssh) to the Proxmox host, with every command run in the container by
     C(pct exec <vmid> -- <command>) on that host, as C(community.proxmox.proxmox_pct_remote) and
@@ -394,22 +395,6 @@ options:
       - {key: verbosity, section: ssh_connection}
     vars:
       - name: ansible_ssh_verbosity
-  vmid:
-    description:
-      - The container's id (C(pct exec <vmid>)), an integer from 100 to 999999999; anything else fails before
-        a command is sent.
-    type: int
-    vars:
-      - name: proxmox_vmid
-  proxmox_become_method:
-    description:
-      - The command that runs C(pct) when O(remote_user) is not root (plain words, for example C(sudo)).
-    type: str
-    default: sudo
-    vars:
-      - name: proxmox_become_method
-notes:
-  - Inside the container a shell (C(sh)) and C(cat) are needed, as for C(proxmox_pct_remote).
 """
 
 EXAMPLES = r"""

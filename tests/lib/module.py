@@ -8,7 +8,7 @@ on stdout. The collection's module_utils come from collections/ (the checkout's 
   ``check`` (check mode), ``env`` (its own variables over the caller's environment), ``fsize``
   (RLIMIT_FSIZE in the module's process: a write that fails half-way), ``wrap`` (the command line
   that runs the module's argv: a private mount namespace, dropped capabilities).
-- :func:`documented_options`: a module's documented options, its doc fragments merged in.
+- :func:`documented_options`: a module's or plugin's documented options, its doc fragments merged in.
 - :func:`in_mount_namespace`: a ``wrap`` that runs a shell ``setup`` first in a private mount
   namespace (``unshare --mount``): a read-only bind mount, a tiny tmpfs.
 """
@@ -101,14 +101,22 @@ def in_mount_namespace(setup: str, *, exec_module: bool = True) -> Wrap:
 
 
 def documented_options(documentation: str) -> dict[str, dict]:
-    """A module's DOCUMENTATION options with those of its ``extends_documentation_fragment`` merged in
-    as ansible-doc and validate-modules merge them (an option of the module's own wins)."""
+    """A plugin's DOCUMENTATION options with those of its ``extends_documentation_fragment`` merged in
+    as ansible-doc, validate-modules and the plugin loader merge them (an option of the plugin's own wins):
+    this collection's fragments and ansible-core's (a name without a collection, such as
+    ``connection_pipelining``)."""
     doc = yaml.safe_load(documentation)
     options: dict[str, dict] = {}
     for name in doc.get("extends_documentation_fragment") or []:
         parts = name.split(".")
-        assert parts[:2] == ["gpufleet", "sglang"], f"fragment {name} is not this collection's"
-        fragment = importlib.import_module(f"ansible_collections.gpufleet.sglang.plugins.doc_fragments.{parts[2]}")
+        if len(parts) == 1:
+            parts = ["ansible", "builtin", *parts]
+        package = {
+            ("gpufleet", "sglang"): "ansible_collections.gpufleet.sglang.plugins.doc_fragments",
+            ("ansible", "builtin"): "ansible.plugins.doc_fragments",
+        }.get((parts[0], parts[1]))
+        assert package, f"fragment {name} is neither this collection's nor ansible-core's"
+        fragment = importlib.import_module(f"{package}.{parts[2]}")
         text = getattr(fragment.ModuleDocFragment, parts[3].upper() if len(parts) > 3 else "DOCUMENTATION")
         options.update(yaml.safe_load(text).get("options") or {})
     options.update(doc.get("options") or {})

@@ -32,6 +32,7 @@ from ansible_collections.community.proxmox.plugins.connection.proxmox_pct_remote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.fuzz import examples
+from lib.module import documented_options
 from lib.playbook import REPO, run_playbook
 from standins.pct_sshd import PctSshd
 
@@ -43,14 +44,18 @@ PYTHON_CMD = "/bin/sh -c '/usr/bin/python3 && sleep 0'"
 
 
 CLASSES = {PIPELINED: pct_pipelined.Connection, PARENT: proxmox_pct_remote.Connection}
-DOCS = {PIPELINED: pct_pipelined.DOCUMENTATION, PARENT: proxmox_pct_remote.DOCUMENTATION}
+# the options as the loader has them: ours with their doc fragments merged in (the parent names none)
+OPTIONS = {
+    PIPELINED: documented_options(pct_pipelined.DOCUMENTATION),
+    PARENT: yaml.safe_load(proxmox_pct_remote.DOCUMENTATION)["options"],
+}
 
 
 def load(name: str):
     """Connection plugin ``name`` as Ansible's loader makes it, without the loader (whose collection finder
     would stay installed for every later test of the session): its options registered from its
-    DOCUMENTATION under its name, the object named so."""
-    C.config.initialize_plugin_configuration_definitions("connection", name, yaml.safe_load(DOCS[name])["options"])
+    DOCUMENTATION and doc fragments under its name, the object named so."""
+    C.config.initialize_plugin_configuration_definitions("connection", name, OPTIONS[name])
     conn = CLASSES[name](PlayContext(), None)
     conn._load_name = name
     return conn
@@ -270,7 +275,7 @@ def test_when_modules_are_pipelined(name, var_options, password, pipelined):
 def test_the_options_are_the_parents_plus_pipelining():
     """The options are copied from proxmox_pct_remote (Ansible reads DOCUMENTATION without importing):
     a community.proxmox that changes its options makes this fail, and the copy is made again."""
-    ours = yaml.safe_load(pct_pipelined.DOCUMENTATION)["options"]
+    ours = documented_options(pct_pipelined.DOCUMENTATION)
     parents = yaml.safe_load(proxmox_pct_remote.DOCUMENTATION)["options"]
     assert set(ours) == {*parents, "pipelining"}
     assert {k: v for k, v in ours.items() if k != "pipelining"} == parents

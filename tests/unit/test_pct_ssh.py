@@ -17,7 +17,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.playbook.play_context import PlayContext
@@ -25,6 +24,7 @@ from ansible.plugins.connection import ssh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.fuzz import examples
+from lib.module import documented_options
 
 from ansible_collections.gpufleet.sglang.plugins.connection import pct_ssh
 from ansible_collections.gpufleet.sglang.plugins.plugin_utils.pct import PCT, pct_exec_line
@@ -63,10 +63,8 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 
 def connection(**var_options: object) -> pct_ssh.Connection:
-    """The plugin as Ansible's loader makes it: its options registered from its DOCUMENTATION."""
-    C.config.initialize_plugin_configuration_definitions(
-        "connection", NAME, yaml.safe_load(pct_ssh.DOCUMENTATION)["options"]
-    )
+    """The plugin as Ansible's loader makes it: its options registered from its DOCUMENTATION and doc fragments."""
+    C.config.initialize_plugin_configuration_definitions("connection", NAME, documented_options(pct_ssh.DOCUMENTATION))
     conn = pct_ssh.Connection(PlayContext(), None)
     conn._load_name = NAME
     conn.set_options(var_options={"proxmox_vmid": 101, "ansible_host": HOST, "ansible_user": "root", **var_options})
@@ -87,8 +85,8 @@ def test_the_options_are_sshs_plus_the_container():
     adds, drops or changes an option makes this fail, and the copy is made again. Ours differs in use_tty's
     default only, and has none of ansible-core's version_added; its variable lists may name more sources
     than a newer ansible-core's."""
-    ours = without_version_added(yaml.safe_load(pct_ssh.DOCUMENTATION)["options"])
-    theirs = without_version_added(yaml.safe_load(ssh.DOCUMENTATION)["options"])
+    ours = without_version_added(documented_options(pct_ssh.DOCUMENTATION))
+    theirs = without_version_added(documented_options(ssh.DOCUMENTATION))
     assert "version_added" not in pct_ssh.DOCUMENTATION.split("options:", 1)[1]
     assert set(ours) == {*theirs, "vmid", "proxmox_become_method"}
     assert (ours["use_tty"]["default"], theirs["use_tty"]["default"]) == (False, True)
