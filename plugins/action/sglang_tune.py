@@ -43,6 +43,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_conf
     render_config,
     supports_config,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import wait_options
 from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.profile import write_sweep, write_tuned
 from ansible_collections.gpufleet.sglang.plugins.module_utils.tune.search import (
     MEASURED,
@@ -76,16 +77,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "validate_env": {"type": "dict", "default": {}},
         },
     },
+    # passed on to module sglang_server_ready: its options, with a sweep's defaults
     "ready": {
         "type": "dict",
         "required": True,
-        "options": {
-            "url": {"type": "str", "required": True},
-            "timeout_s": {"type": "int", "default": 1800},
-            "poll_s": {"type": "int", "default": 15},
-            "max_restarts": {"type": "int", "default": 1},
-            "journal_lines": {"type": "int", "default": 20},
-        },
+        "options": wait_options(timeout_s=1800, max_restarts=1, journal_lines=20),
     },
     "gate": {"type": "dict", "required": True},
     # node paths: passed on to module sglang_tune_switch, which takes them as type path (expanded
@@ -245,14 +241,9 @@ class ActionModule(ActionBase):
         return result
 
     def _ready_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        ready = args["ready"]
         return {
             "service": args["server"]["service"],
-            "url": ready["url"],
-            "timeout_s": ready["timeout_s"],
-            "poll_s": ready["poll_s"],
-            "max_restarts": ready["max_restarts"],
-            "journal_lines": ready["journal_lines"],
+            **args["ready"],  # validated: exactly the options of wait_options
             "redact": [args["server"]["api_key"]] if args["server"]["api_key"] else [],
         }
 

@@ -143,6 +143,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_read
     restarts,
     time_to_ready,
     unit_verdict,
+    wait_options,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.startup_metrics import (
     MAX_TEXT_BYTES,
@@ -186,20 +187,16 @@ def _startup(url: str, ready_s: float) -> dict:
     return {"startup": dict(parse_startup(data.decode("utf-8", errors="replace")), ready_s=ready_s)}
 
 
+ARGUMENT_SPEC = {
+    "service": {"type": "str", "required": True},
+    **wait_options(timeout_s=None, max_restarts=3, journal_lines=50),
+    "metrics_url": {"type": "str", "default": ""},
+    "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "service": {"type": "str", "required": True},
-            "url": {"type": "str", "required": True},
-            "timeout_s": {"type": "int", "required": True},
-            "poll_s": {"type": "int", "default": 15},
-            "max_restarts": {"type": "int", "default": 3},
-            "journal_lines": {"type": "int", "default": 50},
-            "metrics_url": {"type": "str", "default": ""},
-            "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     for name in ("timeout_s", "poll_s"):
         if p[name] <= 0:

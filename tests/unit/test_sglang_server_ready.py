@@ -8,6 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.test.core import version_compare as version_test
 
+from ansible_collections.gpufleet.sglang.plugins.action import sglang_tune as tune_action
 from ansible_collections.gpufleet.sglang.plugins.filter.sglang_ready_path import sglang_ready_path
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_ready import (
     UNIT_PROPERTIES,
@@ -19,7 +20,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_read
     restarts,
     time_to_ready,
     unit_verdict,
+    wait_options,
 )
+from ansible_collections.gpufleet.sglang.plugins.modules import sglang_server_ready
 
 # systemctl show output of a real crash-looping unit (systemd 252): between two restarts
 AUTO_RESTART = """ActiveState=activating
@@ -155,3 +158,33 @@ def test_journal_lines_say_why_journalctl_failed_masked() -> None:
 def test_time_to_ready_from_the_units_start(start_us: str, ready_at: float, waited: float, expected: float) -> None:
     assert time_to_ready(start_us, ready_at, waited) == expected
     assert "InactiveExitTimestampMonotonic" in UNIT_PROPERTIES
+
+
+def test_the_wait_options_make_the_modules_and_the_tune_actions_specs_as_they_were_spelled() -> None:
+    """wait_options builds the readiness options of both: the specs equal those each spelled out before."""
+    assert sglang_server_ready.ARGUMENT_SPEC == {
+        "service": {"type": "str", "required": True},
+        "url": {"type": "str", "required": True},
+        "timeout_s": {"type": "int", "required": True},
+        "poll_s": {"type": "int", "default": 15},
+        "max_restarts": {"type": "int", "default": 3},
+        "journal_lines": {"type": "int", "default": 50},
+        "metrics_url": {"type": "str", "default": ""},
+        "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
+    }
+    assert tune_action.ARGUMENT_SPEC["ready"] == {
+        "type": "dict",
+        "required": True,
+        "options": {
+            "url": {"type": "str", "required": True},
+            "timeout_s": {"type": "int", "default": 1800},
+            "poll_s": {"type": "int", "default": 15},
+            "max_restarts": {"type": "int", "default": 1},
+            "journal_lines": {"type": "int", "default": 20},
+        },
+    }
+    # each call builds its own dicts: one caller's spec cannot change another's
+    assert (
+        wait_options(timeout_s=1, max_restarts=0, journal_lines=0)["url"]
+        is not wait_options(timeout_s=1, max_restarts=0, journal_lines=0)["url"]
+    )

@@ -37,6 +37,19 @@ def ready_path(version: str, override: str = "") -> str:
     return READY_PATH if newer else READY_PATH_BEFORE
 
 
+def wait_options(*, timeout_s: int | None, max_restarts: int, journal_lines: int) -> dict[str, dict]:
+    """The argument spec of a readiness wait: the options of module sglang_server_ready that say where to
+    ask and how long to wait, which action sglang_tune takes as its ``ready`` and passes on. The callers'
+    defaults differ: ``timeout_s`` None makes that option required."""
+    return {
+        "url": {"type": "str", "required": True},
+        "timeout_s": {"type": "int", "required": True} if timeout_s is None else {"type": "int", "default": timeout_s},
+        "poll_s": {"type": "int", "default": 15},
+        "max_restarts": {"type": "int", "default": max_restarts},
+        "journal_lines": {"type": "int", "default": journal_lines},
+    }
+
+
 # systemctl show -p ... : what the verdict needs, and what a failure report shows.
 UNIT_PROPERTIES = (
     "ActiveState",
