@@ -20,6 +20,7 @@ with ``apply`` and a significant winner, the tuned profile is written there.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -127,6 +128,21 @@ def power_pct(gate: dict[str, Any]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One setting of the sweep as it is evaluated: the setting, its name in the switch journal (the flags
+    where it differs from the search's start) and whether it is the original, which the node runs already."""
+
+    setting: dict[str, Any]
+    name: str
+    original: bool
+
+    @classmethod
+    def of(cls, search: CoordinateSearch, setting: dict[str, Any]) -> Candidate:
+        """``setting``, the search's next: the original when the search has recorded nothing yet."""
+        return cls(setting, describe(setting, search.start), original=not search.entries)
+
+
 class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
@@ -181,7 +197,7 @@ class ActionModule(ActionBase):
         try:
             while (setting := search.next(time.monotonic() - started)) is not None:
                 t0 = time.monotonic()
-                outcome = self._evaluate(args, search, setting, task_vars)
+                outcome = self._evaluate(args, Candidate.of(search, setting), task_vars)
                 outcome["elapsed_s"] = time.monotonic() - t0
                 search.record(setting, outcome)
         finally:
@@ -247,30 +263,19 @@ class ActionModule(ActionBase):
             "redact": [args["server"]["api_key"]] if args["server"]["api_key"] else [],
         }
 
-    def _evaluate(
-        self,
-        args: dict[str, Any],
-        search: CoordinateSearch,
-        setting: dict[str, Any],
-        task_vars: dict[str, Any],
-    ) -> dict[str, Any]:
-        first = not search.entries  # the original: it runs already, measured as it is
-        if not first:
-            failure = self._start_candidate(args, search, setting, task_vars)
+    def _evaluate(self, args: dict[str, Any], candidate: Candidate, task_vars: dict[str, Any]) -> dict[str, Any]:
+        if not candidate.original:  # the original runs already, measured as it is
+            failure = self._start_candidate(args, candidate, task_vars)
             if failure is not None:
                 return failure
         return self._measure(args, task_vars)
 
     def _start_candidate(
-        self,
-        args: dict[str, Any],
-        search: CoordinateSearch,
-        setting: dict[str, Any],
-        task_vars: dict[str, Any],
+        self, args: dict[str, Any], candidate: Candidate, task_vars: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Render, check, switch to and wait for a candidate; its outcome when it does not get ready."""
         server = args["server"]
-        flags = candidate_flags(args["base_flags"], setting)
+        flags = candidate_flags(args["base_flags"], candidate.setting)
         try:
             text = candidate_config(server, flags)
         except (SGLangArgsError, ServerConfigError) as exc:
@@ -287,7 +292,7 @@ class ActionModule(ActionBase):
                 "service": server["service"],
                 "config_file": server["config_file"],
                 "config_text": text,
-                "candidate": describe(setting, search.start),
+                "candidate": candidate.name,
             },
             task_vars,
         )

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.sglang.plugins.action.sglang_tune import (
     STOP,
     SWITCH,
     ActionModule,
+    Candidate,
 )
 
 ARGS: dict[str, Any] = {
@@ -55,7 +56,7 @@ def run(answers: dict[str, dict[str, Any]], *, first: bool = False, setting=None
     search = SimpleNamespace(
         entries=[] if first else [{"status": "measured"}], start={"attention_backend": "flashinfer"}
     )
-    outcome = action._evaluate(args or ARGS, search, setting or {"attention_backend": "triton"}, {})
+    outcome = action._evaluate(args or ARGS, Candidate.of(search, setting or {"attention_backend": "triton"}), {})
     return outcome, [call[0] for call in calls], calls
 
 
