@@ -195,6 +195,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.warm_cache import (
     DEFAULT_MAX_BYTES,
     KEY_FIELDS,
+    Bounds,
     TooLargeError,
     WarmCacheError,
     cache_key,
@@ -223,7 +224,7 @@ def _has_files(directory: str) -> bool:
 MAX_CANDIDATES = 4
 
 
-def _stored(module: AnsibleModule, key_digest: str, max_bytes: int) -> tuple[dict | None, str]:
+def _stored(module: AnsibleModule, key_digest: str, bounds: Bounds) -> tuple[dict | None, str]:
     """The newest verified artifact of the key in the store, or None and why not. Each newer
     artifact that fails its checks is a warning."""
     store = module.params["store"]
@@ -236,7 +237,7 @@ def _stored(module: AnsibleModule, key_digest: str, max_bytes: int) -> tuple[dic
     refused = []
     for path in paths[:MAX_CANDIDATES]:
         try:
-            checked = verify(path, max_bytes=max_bytes)
+            checked = verify(path, bounds=bounds)
         except WarmCacheError as exc:
             refused.append(f"the stored artifact {path} failed its checks ({exc}): not used")
             continue
@@ -251,8 +252,8 @@ def _stored(module: AnsibleModule, key_digest: str, max_bytes: int) -> tuple[dic
 
 def _collect(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
-    root, max_bytes = key["fields"]["cache_dir"], params["max_bytes"]
-    found, why_not = _stored(module, key["digest"], max_bytes)
+    root, bounds = key["fields"]["cache_dir"], Bounds(max_bytes=params["max_bytes"])
+    found, why_not = _stored(module, key["digest"], bounds)
     if found:
         result.update(action="present", reason="the store already holds a verified artifact for this key")
         result.update(artifact=found["path"], digest=found["digest"], files=found["files"], bytes=found["bytes"])
@@ -263,7 +264,7 @@ def _collect(module: AnsibleModule, key: dict, result: dict) -> None:
     reason = f"packed {root} ({why_not})"
     if module.check_mode:
         try:
-            seen = scan(root, max_bytes=max_bytes)
+            seen = scan(root, bounds=bounds)
         except TooLargeError as exc:
             result.update(action="none", reason=f"not collected: {exc}")
             return
@@ -271,7 +272,7 @@ def _collect(module: AnsibleModule, key: dict, result: dict) -> None:
         result["left_out"] = seen["skipped"]
         return
     try:
-        packed = pack(root, params["store"], key["fields"], max_bytes=max_bytes)
+        packed = pack(root, params["store"], key["fields"], bounds=bounds)
     except TooLargeError as exc:
         module.warn(str(exc))
         result.update(action="none", reason=f"not collected: {exc}")
@@ -292,8 +293,8 @@ def _ids(module: AnsibleModule) -> tuple[int | None, int | None]:
 
 def _restore(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
-    target, max_bytes = key["fields"]["cache_dir"], params["max_bytes"]
-    found, why_not = _stored(module, key["digest"], max_bytes)
+    target, bounds = key["fields"]["cache_dir"], Bounds(max_bytes=params["max_bytes"])
+    found, why_not = _stored(module, key["digest"], bounds)
     if not found:
         action = "refused" if "not used" in why_not else "none"
         if action == "refused":
@@ -314,12 +315,12 @@ def _restore(module: AnsibleModule, key: dict, result: dict) -> None:
     )
     if module.check_mode:
         return
-    restore(found["path"], target, key["fields"], max_bytes=max_bytes, uid=uid, gid=gid)
+    restore(found["path"], target, key["fields"], bounds=bounds, uid=uid, gid=gid)
 
 
 def _inspect(module: AnsibleModule, key: dict, result: dict) -> None:
     params = module.params
-    found, why_not = _stored(module, key["digest"], params["max_bytes"])
+    found, why_not = _stored(module, key["digest"], Bounds(max_bytes=params["max_bytes"]))
     marker = read_marker(key["fields"]["cache_dir"]) or {}
     origin = f"; {key['fields']['cache_dir']} came from artifact {marker.get('digest')}" if marker else ""
     if found:

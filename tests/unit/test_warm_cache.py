@@ -125,9 +125,9 @@ def test_pack_leaves_out_symlinks_and_fifos_and_copies_hard_links(node):
 
 def test_pack_over_the_bound_writes_nothing(node):
     with pytest.raises(wc.TooLargeError, match="over the bound"):
-        wc.pack(str(node["cache"]), str(node["store"]), node["key"], max_bytes=100)
+        wc.pack(str(node["cache"]), str(node["store"]), node["key"], bounds=wc.Bounds(max_bytes=100))
     with pytest.raises(wc.TooLargeError, match="over the bound"):
-        wc.pack(str(node["cache"]), str(node["store"]), node["key"], max_files=2)
+        wc.pack(str(node["cache"]), str(node["store"]), node["key"], bounds=wc.Bounds(max_files=2))
     assert not node["store"].exists() or not list(node["store"].rglob("*.tar"))
 
 

@@ -341,9 +341,9 @@ def test_more_members_than_the_file_bound_is_refused_before_anything_is_written(
     packed = wc.pack(str(node["cache"]), str(node["store"]), node["key"])
     before = tree(node["cache"])
     with pytest.raises(wc.TooLargeError, match="files"):
-        wc.verify(packed["path"], max_files=2)
+        wc.verify(packed["path"], bounds=wc.Bounds(max_files=2))
     with pytest.raises(wc.TooLargeError, match="files"):
-        wc.restore(packed["path"], str(node["cache"]), node["key"], max_files=2)
+        wc.restore(packed["path"], str(node["cache"]), node["key"], bounds=wc.Bounds(max_files=2))
     assert tree(node["cache"]) == before
     assert sorted(os.listdir(node["cache"].parent)) == ["sglang"]
 

@@ -54,6 +54,7 @@ import tarfile
 import tempfile
 import unicodedata
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.atomic_file import fsync_dir
@@ -76,6 +77,18 @@ ARTIFACT_SUFFIX = ".tar"
 # Bounds: a cache larger than this is refused (the canary's caches are hundreds of MB).
 DEFAULT_MAX_BYTES = 16 * 1024**3
 DEFAULT_MAX_FILES = 200_000
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How large a cache may be, in bytes and in files: ``scan`` and ``pack`` refuse a larger directory,
+    ``verify`` and ``restore`` a larger artifact (``TooLargeError``)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_files: int = DEFAULT_MAX_FILES
+
+
+DEFAULT_BOUNDS = Bounds()
 MAX_MANIFEST_BYTES = 64 * 1024**2
 # A member's relative name, in bytes: far below PATH_MAX (4096) with the target's path in front of it.
 MAX_NAME_BYTES = 1024
@@ -206,7 +219,7 @@ def _normal_mode(mode: int) -> int:
     return 0o755 if mode & 0o100 else 0o644
 
 
-def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> dict[str, Any]:
+def scan(root: str, *, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
     """The regular files below ``root`` (sorted, relative names, sizes, modes, sha256) and what was
     left out (not a regular file, or the marker). ``TooLargeError`` over a bound."""
     files: list[dict[str, Any]] = []
@@ -236,9 +249,9 @@ def scan(root: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFA
                 skipped.append({"path": rel, "why": why})
                 continue
             total += info.st_size
-            if total > max_bytes or len(files) >= max_files:
+            if total > bounds.max_bytes or len(files) >= bounds.max_files:
                 raise TooLargeError(
-                    f"the cache {root} is over the bound ({max_bytes} bytes, {max_files} files): "
+                    f"the cache {root} is over the bound ({bounds.max_bytes} bytes, {bounds.max_files} files): "
                     "raise the bound or clear stale caches; nothing was written"
                 )
             files.append({"path": rel, "size": info.st_size, "mode": _normal_mode(info.st_mode)})
@@ -331,14 +344,7 @@ class _Hashing(io.RawIOBase):
         return self.handle.write(data)
 
 
-def pack(
-    root: str,
-    store: str,
-    key: Mapping[str, Any],
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_files: int = DEFAULT_MAX_FILES,
-) -> dict[str, Any]:
+def pack(root: str, store: str, key: Mapping[str, Any], *, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
     """Pack ``root`` for ``key`` (``cache_key``'s fields) into ``store``: path, digest, files,
     bytes, skipped. The tar is the same bytes for the same files (deterministic)."""
     checked = cache_key(key)
@@ -346,7 +352,7 @@ def pack(
         raise WarmCacheError(f"the cache directory {root} does not exist: nothing to collect")
     check_apart(store, root)
     directory = key_dir(store, checked["digest"])
-    found = scan(root, max_bytes=max_bytes, max_files=max_files)
+    found = scan(root, bounds=bounds)
     manifest = _canonical({"format": FORMAT, "key": checked["fields"], "files": found["files"]})
     os.makedirs(directory, mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".warm-cache.", suffix=".tmp", dir=directory)
@@ -464,9 +470,7 @@ def _open_artifact(path: str) -> Any:
         raise ArchiveError(f"the artifact {path} is a directory: not an artifact of the store") from exc
 
 
-def _members(
-    path: str, expected_digest: str | None, max_bytes: int, max_files: int = DEFAULT_MAX_FILES
-) -> Iterator[tuple[dict[str, Any], Any]]:
+def _members(path: str, expected_digest: str | None, bounds: Bounds) -> Iterator[tuple[dict[str, Any], Any]]:
     """Yield (manifest, None) first, then (entry, file object) for each member, all checked. The
     artifact is opened once: the bytes hashed are the bytes read."""
     with _open_artifact(path) as handle:
@@ -477,21 +481,21 @@ def _members(
                     f"the artifact {path} has sha256 {actual}, not {expected_digest}: damaged or replaced"
                 )
             handle.seek(0)
-        yield from _checked_members(path, handle, max_bytes, max_files)
+        yield from _checked_members(path, handle, bounds)
 
 
-def _checked_members(path: str, handle: Any, max_bytes: int, max_files: int) -> Iterator[tuple[dict[str, Any], Any]]:
+def _checked_members(path: str, handle: Any, bounds: Bounds) -> Iterator[tuple[dict[str, Any], Any]]:
     try:
         with tarfile.open(fileobj=handle, mode="r:") as tar:
             manifest = _read_manifest(tar, tar.next())
-            if len(manifest["files"]) > max_files:
+            if len(manifest["files"]) > bounds.max_files:
                 raise TooLargeError(
-                    f"the artifact {path} holds {len(manifest['files'])} files, more than {max_files}: refused"
+                    f"the artifact {path} holds {len(manifest['files'])} files, more than {bounds.max_files}: refused"
                 )
             yield manifest, None
             entries = {MEMBER_PREFIX + e["path"]: e for e in manifest["files"]}
-            if sum(e["size"] for e in manifest["files"]) > max_bytes:
-                raise TooLargeError(f"the artifact {path} unpacks to more than {max_bytes} bytes: refused")
+            if sum(e["size"] for e in manifest["files"]) > bounds.max_bytes:
+                raise TooLargeError(f"the artifact {path} unpacks to more than {bounds.max_bytes} bytes: refused")
             seen: set[str] = set()
             for info in iter(tar.next, None):
                 entry = entries.get(info.name)
@@ -541,14 +545,14 @@ def _copy_checked(source: Any, fd: int, entry: dict[str, Any]) -> None:
         raise DigestError(f"the artifact member {entry['path']!r} does not match its sha256: damaged")
 
 
-def verify(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_files: int = DEFAULT_MAX_FILES) -> dict[str, Any]:
+def verify(path: str, *, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
     """Check the artifact at ``path`` (named by its digest) completely: manifest, key, digests."""
     digest = os.path.basename(path)[: -len(ARTIFACT_SUFFIX)]
     if not path.endswith(ARTIFACT_SUFFIX) or not _SHA256.fullmatch(digest):
         raise WarmCacheError(f"{path} is not named <sha256>{ARTIFACT_SUFFIX}: not an artifact of the store")
     manifest: dict[str, Any] = {}
     with _tar_errors(path):
-        for entry, source in _members(path, digest, max_bytes, max_files):
+        for entry, source in _members(path, digest, bounds):
             if source is None:
                 manifest = entry
                 continue
@@ -581,8 +585,7 @@ def restore(
     target: str,
     key: Mapping[str, Any],
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_files: int = DEFAULT_MAX_FILES,
+    bounds: Bounds = DEFAULT_BOUNDS,
     uid: int | None = None,
     gid: int | None = None,
     relocate: bool = False,
@@ -617,7 +620,7 @@ def restore(
     count = total = 0
     try:
         with _tar_errors(path):
-            for entry, source in _members(path, digest, max_bytes, max_files):
+            for entry, source in _members(path, digest, bounds):
                 if source is None:
                     got = cache_key(entry["key"])
                     if got["digest"] != expected["digest"]:
