@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(shutil.which("ansible") or REPO / ".venv" / "bin" / "ansible").parent
 HARNESS = REPO / "tests" / "harness"
-NAME, PORT = "pct-conn-pve", 2223
+# one Proxmox host stand-in per toolchain: make test runs this file on the default toolchain (stage
+# integration-other, Python 3.11) and on the newest (stage newest, Python 3.13), maybe at once
+NAME, PORT = ("pct-conn-pve", 2223) if sys.version_info < (3, 12) else ("pct-conn-pve-newest", 2225)
 ROOTFS = REPO / ".cache" / "lxc" / "debian12-rootfs.tar"
 
 GUEST = r"""
@@ -264,7 +267,7 @@ def test_pct_subcommands_and_exit_codes(lab: Lab) -> None:
     assert "lxc.uts.name: ct201" in lab.ssh("pct config 201").stdout
 
     for command, message in [
-        ("pct exec 999 -- true", "Configuration file 'nodes/pct-conn-pve/lxc/999.conf' does not exist"),
+        ("pct exec 999 -- true", f"Configuration file 'nodes/{NAME}/lxc/999.conf' does not exist"),
         ("pct exec 202 -- true", "container '202' not running!"),
         ("pct exec 201", "missing command"),
         ("pct status 12", "vmid: invalid format"),
