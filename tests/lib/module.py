@@ -50,7 +50,14 @@ def run_module(
     args_file = workdir / "args.json"
     module_args = dict(args, _ansible_check_mode=True) if check else dict(args)
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}), encoding="utf-8")
-    environ = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
+    # The stand-ins the module runs (`#!/usr/bin/env python3`) get this interpreter too: with this
+    # sys.path as PYTHONPATH, another python3 on PATH would read the wrong standard library
+    # (a pytest of .venv-newest run without its bin/ on PATH: nvidia-smi's `import json` broke).
+    environ = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]),
+        PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+    )
     environ.update(env or {})
     argv = [sys.executable, str(module), str(args_file)]
     if wrap is not None:

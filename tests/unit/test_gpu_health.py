@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import sys
 
 import pytest
 from hypothesis import given
@@ -743,7 +744,7 @@ def test_module_in_a_container_journal_is_degraded_not_healthy(tmp_path):
     journalctl.write_text("#!/bin/sh\necho '-- No entries --'\n", encoding="utf-8")
     journalctl.chmod(0o755)
     args = {"nvidia_smi_path": str(STANDIN), "expected_gpu_count": 1}
-    env_path = f"{tmp_path}:{os.environ.get('PATH', '')}"
+    env_path = os.pathsep.join([str(tmp_path), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     _rc, result = run_gpu_health(tmp_path, args, env={"PATH": env_path})
     assert result["level"] == "degraded", result
     assert result["verdict"].startswith("degraded: kernel log not read: journalctl -k shows no kernel message")
