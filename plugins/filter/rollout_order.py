@@ -15,8 +15,10 @@ description:
   - A node already out of the gateway (held out by an unfinished rollout, unhealthy, not listed) costs no
     capacity to roll; left for a later batch, it counts against the rollout's max_unavailable and can keep an
     earlier node from leaving the gateway until the wait for room runs out.
-  - A name in O(out_now) that is not in O(_input) is ignored; a host named twice, or an item that is not a
-    non-empty string, fails with a message naming it.
+  - The hosts in O(steady) (nothing for the run to change, filter gpufleet.sglang.rollout_steady) go last, for
+    their one batch (filter gpufleet.sglang.rollout_serial); a host both out and steady is out.
+  - A name in O(out_now) or O(steady) that is not in O(_input) is ignored; a host named twice, or an item that is
+    not a non-empty string, fails with a message naming it.
 positional: _input, out_now
 options:
   _input:
@@ -29,6 +31,11 @@ options:
     type: list
     elements: str
     required: true
+  steady:
+    description: The steady hosts.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -50,9 +57,9 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
 from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
-def rollout_order(hosts: object, out_now: object) -> list[str]:
+def rollout_order(hosts: object, out_now: object, steady: object = ()) -> list[str]:
     with filter_errors("rollout_order", RolloutPlanError):
-        return order(hosts, out_now)
+        return order(hosts, out_now, steady)
 
 
 class FilterModule:

@@ -14,6 +14,8 @@ description:
     O(max_unavailable) nodes, the last one what is left; the sizes add up to O(_input)."
   - O(max_unavailable) is a count >= 1 or C(N%) of O(_input) (rounded down, at least 1); anything else
     (V(0), V(-1), V(150%), V(abc)) fails with a message naming the value and the fix.
+  - With O(steady), the last O(steady) nodes of the rollout order (nothing for the run to change, filter
+    gpufleet.sglang.rollout_steady) take one batch of their own after the others.
 positional: _input, max_unavailable
 options:
   _input:
@@ -24,12 +26,20 @@ options:
     description: A count >= 1 or a percentage in (0%, 100%].
     type: raw
     required: true
+  steady:
+    description: How many of the nodes are steady (at most O(_input)).
+    type: int
+    default: 0
 """
 
 EXAMPLES = r"""
 - name: Batches for 20 nodes, 25% at a time
   ansible.builtin.debug:
     msg: "{{ 20 | gpufleet.sglang.rollout_serial('25%') }}"  # [1, 5, 5, 5, 4]
+
+- name: Batches for 20 nodes, 25% at a time, 15 of them steady
+  ansible.builtin.debug:
+    msg: "{{ 20 | gpufleet.sglang.rollout_serial('25%', steady=15) }}"  # [1, 4, 15]
 """
 
 RETURN = r"""
@@ -45,13 +55,15 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
 from ansible_collections.gpufleet.sglang.plugins.plugin_utils.filter_errors import filter_errors
 
 
-def rollout_serial(n_nodes: object, max_unavailable: object) -> list[int]:
-    try:
-        n = int(str(n_nodes))
-    except ValueError:
-        raise AnsibleFilterError(f"rollout_serial: the number of nodes {n_nodes!r} is not an integer") from None
+def rollout_serial(n_nodes: object, max_unavailable: object, steady: object = 0) -> list[int]:
+    counts = []
+    for what, value in (("the number of nodes", n_nodes), ("the number of steady nodes", steady)):
+        try:
+            counts.append(int(str(value)))
+        except ValueError:
+            raise AnsibleFilterError(f"rollout_serial: {what} {value!r} is not an integer") from None
     with filter_errors("rollout_serial", RolloutPlanError):
-        return serial_batches(n, max_unavailable)
+        return serial_batches(counts[0], max_unavailable, counts[1])
 
 
 class FilterModule:

@@ -197,3 +197,13 @@ def rollout_play() -> dict:
     plays = yaml.safe_load((REPO / "playbooks" / "sglang.yml").read_text(encoding="utf-8"))
     (play,) = [p for p in plays if "serial" in p]
     return play
+
+
+def rollout_batch_vars(max_unavailable: object) -> dict:
+    """The rollout play's own vars its `serial` is templated from, with ``max_unavailable`` set."""
+    own = rollout_play()["vars"]
+    return {
+        "sglang_rollout_max_unavailable": max_unavailable,
+        "sglang_rollout_serial": own["sglang_rollout_serial"],
+        "__rollout_steady_count": own["__rollout_steady_count"],
+    }

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lib.fuzz import examples
-from lib.playbook import rollout_play, run_playbook
+from lib.playbook import rollout_batch_vars, rollout_play, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -110,10 +110,7 @@ def test_ansible_runs_200_hosts_in_the_batches_the_filter_gives(tmp_path):
             "hosts": "sglang_nodes",
             "gather_facts": False,
             "serial": rollout["serial"],
-            "vars": {
-                "sglang_rollout_max_unavailable": mu,
-                "sglang_rollout_serial": rollout["vars"]["sglang_rollout_serial"],
-            },
+            "vars": rollout_batch_vars(mu),
             "tasks": [
                 {
                     "name": "Print the batch",

@@ -19,7 +19,7 @@ from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
 from lib.gateway import FakeGateway, workers_listing
-from lib.playbook import REPO, rollout_play, run_playbook
+from lib.playbook import REPO, rollout_batch_vars, rollout_play, run_playbook
 
 from ansible_collections.gpufleet.sglang.plugins.filter.gateway_unavailable import gateway_unavailable
 from ansible_collections.gpufleet.sglang.plugins.filter.rollout_order import rollout_order as order_filter
@@ -142,10 +142,11 @@ def gateway():
     fake.close()
 
 
-def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url):
-    """playbooks/sglang.yml's first play as it is, then a play over its group with the rollout
+def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url, plans=None):
+    """playbooks/sglang.yml's order play as it is, then a play over its group with the rollout
     play's own `serial` that prints each batch. become is off here (no sudo on a test host; the
-    test runs as the user that owns the marks)."""
+    test runs as the user that owns the marks). ``plans``: what the plan play before it found on each
+    node (``__rollout_plan``), set by a play in its place."""
     plays = yaml.safe_load((REPO / "playbooks" / "sglang.yml").read_text(encoding="utf-8"))
     rollout = rollout_play()
     order = plays[plays.index(rollout) - 1]
@@ -157,10 +158,7 @@ def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url):
         "hosts": rollout["hosts"],
         "gather_facts": False,
         "serial": rollout["serial"],
-        "vars": {
-            "sglang_rollout_max_unavailable": max_unavailable,
-            "sglang_rollout_serial": rollout["vars"]["sglang_rollout_serial"],
-        },
+        "vars": rollout_batch_vars(max_unavailable),
         "tasks": [
             {
                 "name": "Print the batch",
@@ -169,8 +167,21 @@ def order_playbook(tmp_path, n_nodes, *, max_unavailable, api_url):
             }
         ],
     }
+    plan = {
+        "name": "plan",
+        "hosts": "sglang_nodes",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Note the plan",
+                "ansible.builtin.set_fact": {"__rollout_plan": "{{ __plans[inventory_hostname] }}"},
+                "vars": {"__plans": plans or {}},
+                "when": "inventory_hostname in __plans",
+            }
+        ],
+    }
     play = tmp_path / "order.yml"
-    play.write_text(yaml.safe_dump([order, batches], sort_keys=False), encoding="utf-8")
+    play.write_text(yaml.safe_dump([plan, order, batches], sort_keys=False), encoding="utf-8")
     nodes = {f"node{i:02d}": {"sglang_server_port": 31000 + i} for i in range(n_nodes)}
     inv = {
         "all": {
@@ -245,3 +256,34 @@ def test_a_gateway_that_answers_garbage_stops_the_run_with_the_reason(tmp_path, 
     proc = run_playbook(play, inventory=inv, timeout=180).expect(2)
     assert "has no boolean 'is_healthy'" in proc.stdout, proc.stdout
     assert "BATCH" not in proc.stdout, "no batch ran"
+
+
+STEADY = {
+    part: {"ok": True} for part in ("read", "release", "container", "restart_mark", "files", "gate")
+}  # in_gateway: the order play adds it from the gateway's answer
+
+
+def test_steady_nodes_go_last_in_one_batch_and_a_held_out_node_is_never_steady(tmp_path, gateway) -> None:
+    changed = dict(STEADY, files={"ok": False, "detail": "/etc/sglang/sglang-server.env: sha256"})
+    plans = {"node00": changed, "node01": STEADY, "node02": STEADY, "node04": STEADY}  # node03, node05: no plan
+    play, inv = order_playbook(tmp_path, 6, max_unavailable=1, api_url=gateway.url, plans=plans)
+    hold_out(tmp_path, 31002)  # node02 found steady by the plan, but held out: it must come back
+    gateway.workers = [(f"http://127.0.0.1:{31000 + i}", True, "ready") for i in range(6) if i != 2]
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
+    got = ran_batches(proc.stdout)
+    assert got == [["node02"], ["node00"], ["node03"], ["node05"], ["node01", "node04"]], proc.stdout
+    assert [len(b) for b in got] == serial_batches(6, 1, 2)
+    printed = " ".join(proc.stdout.split()).replace("''", "'")  # a YAML result doubles a quote
+    assert "Steady, rolled last in one batch: node01, node04." in printed, printed
+    assert "node00 changes: its server's files differ (/etc/sglang/sglang-server.env: sha256)." in printed
+    assert "node02 changes: it is out of the gateway (held out by an unfinished rollout)." in printed
+    assert not re.search(r"changed=[1-9]", proc.stdout), "the plan and the order change nothing"
+
+
+def test_without_a_plan_no_node_is_steady(tmp_path, gateway) -> None:
+    # --tags bench (the plan's tasks do not run) or a plan play that ended early: the batches as before
+    play, inv = order_playbook(tmp_path, 3, max_unavailable=1, api_url=gateway.url)
+    gateway.workers = [(f"http://127.0.0.1:{31000 + i}", True, "ready") for i in range(3)]
+    proc = run_playbook(play, inventory=inv, timeout=180).expect(0)
+    assert ran_batches(proc.stdout) == [["node00"], ["node01"], ["node02"]]
+    assert "Steady, rolled last" not in proc.stdout

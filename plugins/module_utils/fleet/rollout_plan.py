@@ -6,7 +6,8 @@
 - ``max_unavailable``: how many nodes behind the gateway may be out at once (a count or ``N%``),
   and the ``serial`` batches it gives (the canary alone, then batches of that many).
 - ``order``: the nodes already out of the gateway go first (rolling them costs no capacity, and
-  each one that comes back frees a place for the next), then the others, each in inventory order.
+  each one that comes back frees a place for the next), then the others, each in inventory order;
+  the steady ones (``steady``: nothing for this run to change) last, all in one batch.
 - ``room``: may these nodes leave the gateway now? The floor (nodes already out or unhealthy
   count against ``max_unavailable``) and the load (the nodes that stay must carry what the
   fleet runs and queues, within their running caps times a headroom).
@@ -23,6 +24,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # --------------------------------------------------------------------------- errors
 
@@ -101,17 +103,28 @@ def parse_max_unavailable(value: object) -> MaxUnavailable:
     raise MaxUnavailableError(f"sglang_rollout_max_unavailable = {value!r} is not a count or a percentage; {hint}")
 
 
-def serial_batches(n_nodes: int, max_unavailable: object) -> list[int]:
+def serial_batches(n_nodes: int, max_unavailable: object, steady: int = 0) -> list[int]:
     """The play's ``serial``: the canary alone, then batches of ``max_unavailable`` nodes (the last one
     what is left). Sums to ``n_nodes``; ``[1]`` for a fleet of 0 or 1 (a ``--limit`` runs out of hosts
-    before the list does, and Ansible repeats the last size when the list runs out first)."""
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 0:
-        raise MaxUnavailableError(f"the number of nodes must be an integer >= 0, got {n_nodes!r}")
+    before the list does, and Ansible repeats the last size when the list runs out first).
+
+    ``steady``: how many of the nodes, the last ones of the rollout order, have nothing for this run to
+    change (the plan found them so, :func:`steady`). They take one batch of their own after the others:
+    none of them leaves the gateway, so the batch costs no capacity, and a no-op converge is one batch
+    instead of one per node. ``max_unavailable`` resolves against the whole fleet, as before."""
+    for what, value in (("the number of nodes", n_nodes), ("the number of steady nodes", steady)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise MaxUnavailableError(f"{what} must be an integer >= 0, got {value!r}")
+    if steady > n_nodes:
+        raise MaxUnavailableError(f"{steady} steady nodes of {n_nodes}: there cannot be more steady nodes than nodes")
     k = parse_max_unavailable(max_unavailable).resolve(n_nodes)
-    if n_nodes <= 1:
-        return [1]
-    rest = n_nodes - 1
-    return [1] + [k] * (rest // k) + ([rest % k] if rest % k else [])
+    changing = n_nodes - steady
+    if changing == 0 and steady > 0:
+        return [steady]
+    if changing <= 1:
+        return [1] + ([steady] if steady else [])
+    rest = changing - 1
+    return [1] + [k] * (rest // k) + ([rest % k] if rest % k else []) + ([steady] if steady else [])
 
 
 class RolloutOrderError(RolloutPlanError):
@@ -127,18 +140,62 @@ def _names(value: object, what: str) -> list[str]:
     return list(value)
 
 
-def rollout_order(hosts: object, out_now: object) -> list[str]:
+def rollout_order(hosts: object, out_now: object, steady: object = ()) -> list[str]:
     """``hosts`` (the play's, in inventory order) with those in ``out_now`` first: the nodes already
     out of the gateway (held out by an unfinished rollout, unhealthy, not listed) cost no capacity to
     roll, and while one waits in a later batch it counts against max_unavailable and can stop an
-    earlier node from leaving. Each part keeps inventory order; a name in ``out_now`` that is not a
-    host of the play is ignored (a --limit left it out)."""
+    earlier node from leaving. The nodes in ``steady`` (nothing for this run to change) go last, for
+    their one batch (:func:`serial_batches`); a node both out and steady is out (it must come back).
+    Each part keeps inventory order; a name in ``out_now`` or ``steady`` that is not a host of the
+    play is ignored (a --limit left it out)."""
     names = _names(hosts, "the play's hosts")
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise RolloutOrderError(f"the play's hosts name {', '.join(dup)} more than once")
     first = set(_names(out_now, "the nodes out of the gateway"))
-    return [n for n in names if n in first] + [n for n in names if n not in first]
+    last = set(_names(steady, "the steady nodes")) - first
+    return (
+        [n for n in names if n in first]
+        + [n for n in names if n not in first and n not in last]
+        + [n for n in names if n in last]
+    )
+
+
+class SteadyError(RolloutPlanError):
+    """The plan of a node is not the shape the rollout's plan play publishes."""
+
+
+# the plan's parts, each a reason the node changes in this run when it does not hold (docs/sglang-gateway.md,
+# "Steady nodes"): the key of the plan, and what the reason says
+_STEADY_CHECKS = (
+    ("read", "the plan could not read the node"),
+    ("in_gateway", "it is out of the gateway"),
+    ("release", "its release changes"),
+    ("container", "its container's restart is pending"),
+    ("restart_mark", "a restart left pending by an earlier run"),
+    ("files", "its server's files differ"),
+    ("gate", "it has no passing gate of this key"),
+)
+
+
+def steady(plan: object) -> dict[str, Any]:
+    """Whether a node has nothing for this run to change, from what the plan read: ``{"steady": bool,
+    "reasons": [str]}``, each reason one part that does not hold (with its detail where the plan gave
+    one). ``plan`` maps each part of ``_STEADY_CHECKS`` to ``{"ok": bool, "detail": str}``; a part
+    that is missing or not that shape counts as not holding (a plan that did not finish never makes a
+    node steady). Steady means: nothing to install, nothing to write, nothing pending, and a gate that
+    stands, so the node never leaves the gateway in this run."""
+    if not isinstance(plan, Mapping):
+        raise SteadyError(f"the node's plan must be a mapping of its checks, got {type(plan).__name__}")
+    reasons: list[str] = []
+    for key, why in _STEADY_CHECKS:
+        part = plan.get(key)
+        ok = isinstance(part, Mapping) and part.get("ok") is True
+        if not ok:
+            detail = part.get("detail") if isinstance(part, Mapping) else None
+            detail = " ".join(detail.split())[:300] if isinstance(detail, str) else ""
+            reasons.append(f"{why} ({detail})" if detail else why)
+    return {"steady": not reasons, "reasons": reasons}
 
 
 # --------------------------------------------------------------------------- the gateway's workers
