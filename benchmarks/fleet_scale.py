@@ -15,7 +15,10 @@ batch's hosts, at most ``forks`` at a time, and waits for all of them before the
 
     tasks(b)  = R * ceil(b / forks) * c  +  (R + L) * b * k
     upgrade   = sum over batches of  tasks(b; R_up, L_up) + drain + cold start + gate + back
-    no-op     = sum over batches of  tasks(b; R_noop, L_noop)  (+ the other plays, once, all hosts)
+    no-op     = tasks(N; R_plan, L_plan) + tasks(N; R_noop, L_noop)  (+ the other plays, once, all hosts)
+
+(a no-op's nodes are all steady: the plan reads them in one pass, then they take one batch; without the
+plan, as before 2026-12-06, the no-op walked the upgrade's batches: sum over batches of tasks(b; R_noop, L_noop))
 
 R: tasks a host runs through its connection (module runs, loop items, retries), L: tasks the
 controller answers alone (set_fact, debug, assert, include_*, argument checks), c: seconds per
@@ -65,6 +68,14 @@ SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
 # The no-op of the sglang play, counted in the lab's no-op log (`count --noop`, which also leaves out the
 # tasks that run only around a restart: the gateway detour, restart, readiness, gate, back in).
 SGLANG_NOOP = {"remote": 20, "local": 57}
+# The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
+# (remote includes the delegated read of the container's pending restart).
+SGLANG_PLAN = {"remote": 5, "local": 22}
+# The lab's no-op side by side on 2026-12-06 (benchmarks/noop_bench.py, the same lab, minutes apart): the sglang
+# plays with a batch per node and with the plan and one batch of steady nodes; the model's ratio is checked
+# against theirs (tests/unit/test_fleet_scale.py).
+LAB_NOOP_SGLANG_BATCHES_S = 56.3
+LAB_NOOP_SGLANG_PLAN_S = 37.3
 # The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated).
 OTHER_PLAYS = {
     "proxmox_hosts": {"remote": 47, "local": 35, "per": "proxmox host"},
@@ -104,6 +115,7 @@ class Params:
     back_s: float = 5.0  # smg's fixed settle pause on removal (drain_settle_secs), as a per-batch cost
     proxmox_hosts: int = 0  # 0: one per 8 nodes
     serial: tuple[int, ...] = ()  # sglang_rollout_serial set by hand; () = the filter's
+    plan: bool = True  # the rollout's plan (steady nodes in one batch); False: a batch per node, as before
 
 
 def tasks_s(batch: int, remote: float, local: float, p: Params) -> float:
@@ -123,8 +135,9 @@ def upgrade_s(p: Params) -> float:
 
 
 def noop_s(p: Params) -> dict[str, float]:
-    """site.yml --skip-tags bench with nothing to change, per play. The sglang play keeps its batches:
-    `serial` does not know that nothing will restart."""
+    """site.yml --skip-tags bench with nothing to change, per play. With the plan every node is steady: one
+    pass of the plan, then one batch of all of them. Without it (``plan=False``) the sglang play walks the
+    upgrade's batches: `serial` did not know that nothing would restart."""
     pve = p.proxmox_hosts or max(1, math.ceil(p.nodes / 8))
     hosts = {
         "proxmox_hosts": pve,
@@ -134,7 +147,12 @@ def noop_s(p: Params) -> dict[str, float]:
         "monitoring": 1,
     }
     out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in OTHER_PLAYS.items()}
-    out["sglang"] = sum(tasks_s(b, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p) for b in batches(p) if b > 0)
+    if p.plan and not p.serial:
+        out["sglang"] = tasks_s(p.nodes, SGLANG_PLAN["remote"], SGLANG_PLAN["local"], p) + tasks_s(
+            p.nodes, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p
+        )
+    else:
+        out["sglang"] = sum(tasks_s(b, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p) for b in batches(p) if b > 0)
     return out
 
 
@@ -143,7 +161,8 @@ def calibrate() -> dict[str, float]:
     then the lab's per-node restart-and-gate time from its upgrade (LAB_UPGRADE_S for 3 nodes, LAB_DRAIN_S
     as its log prints). The Proxmox host's play goes through SSH with pipelining: counted at c too
     (an over-estimate of its share, so c comes out on the low side)."""
-    lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1)
+    # (measured before the plan: a batch per node)
+    lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1, plan=False)
     zero = replace(lab, task_s=0.0)
     per_c = sum(noop_s(lab).values()) - sum(noop_s(zero).values())
     c = (LAB_NOOP_S - sum(noop_s(zero).values())) / per_c
@@ -178,17 +197,18 @@ def table(nodes: tuple[int, ...] = (10, 50, 200), task_s: float = 0.0) -> list[s
         f"k = {CONTROLLER_S * 1000:.0f} ms",
         "",
         "| nodes | forks | max_unavailable | batches | rolling upgrade | its cold starts | its tasks "
-        "| no-op converge | its sglang play |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| no-op converge | its sglang play | its sglang play, a batch per node |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in nodes:
         for forks, mu in SETTINGS:
             p = with_calibration(Params(nodes=n, forks=forks, max_unavailable=mu, task_s=task_s))
             noop, up, nb = noop_s(p), upgrade_s(p), len(batches(p))
             tasks = up - nb * (p.drain_s + p.cold_start_s + p.gate_s + p.back_s)
+            before = noop_s(replace(p, plan=False))["sglang"]
             rows.append(
                 f"| {n} | {forks} | {mu} | {nb} | {hms(up)} | {hms(nb * p.cold_start_s)} | {hms(tasks)} "
-                f"| {hms(sum(noop.values()))} | {hms(noop['sglang'])} |"
+                f"| {hms(sum(noop.values()))} | {hms(noop['sglang'])} | {hms(before)} |"
             )
     return rows
 
