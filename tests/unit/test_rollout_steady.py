@@ -280,3 +280,10 @@ def test_any_text_gives_a_verdict_and_an_id_that_is_one_path_segment(text):
         assert "/" not in got["id"]
         assert got["id"].startswith("sglang-")
         assert all(c.isprintable() and not c.isspace() for c in got["id"] + got["version"] + got["python"])
+
+
+def test_a_part_not_read_is_named_only_when_nothing_else_decides():
+    unread = {"ok": False, "skipped": True}
+    plan = dict(ALL_OK, release={"ok": False, "detail": "no manifest"}, files=unread, gate=unread)
+    assert steady(plan) == {"steady": False, "reasons": ["its release changes (no manifest)"]}
+    assert steady(dict(ALL_OK, files=unread)) == {"steady": False, "reasons": ["files was not read"]}

@@ -457,6 +457,7 @@ def drill_unreachable() -> None:
     checks = {n: health_checks(out2, n) for n in NODES}
     expect(checks == {"node1": 1, "node2": 2, "node3": 2}, f"GPU health checks per node {checks}", out2)
     expect_rolled_first("node2", "held out by an unfinished rollout", out2)
+    expect_steady_last(["node1"], out2)
     expect(not marks(), f"no node held out of rotation ({marks()})")
     check_fleet(dict.fromkeys(NODES, "0.5.8"), NODES)
     log(f"run again: node2 restarted and back in the gateway, node1 untouched; play wall time {took2:.0f} s")
@@ -469,6 +470,16 @@ def expect_rolled_first(node: str, why: str, out: str) -> None:
     expect(f"Rolled first, already out of the gateway: {node} ({why})" in printed, f"{node} is rolled first", out)
     first_batch = out.split("PLAY [SGLang - release")[1].split("PLAY [", maxsplit=1)[0]
     expect(set(re.findall(r"\[(node\d)", first_batch)) == {node}, f"the first batch is {node} alone", out)
+
+
+def expect_steady_last(nodes: list[str], out: str) -> None:
+    """The plan found ``nodes`` steady (nothing to change, their gates stand): they go last, in one batch."""
+    printed = " ".join(out.split()).replace("''", "'")  # YAML results fold a long message and double a quote
+    line = f"Steady, rolled last in one batch: {', '.join(nodes)}."
+    expect(line in printed, f"the plan says: {line}", out)
+    last_batch = out.rsplit("PLAY [SGLang - release", maxsplit=1)[-1].split("PLAY [", maxsplit=1)[0]
+    expect(set(re.findall(r"\[(node\d)", last_batch)) == set(nodes), f"the last batch is {', '.join(nodes)}", out)
+    log(f"plan: {line}")
 
 
 def drill_failed_gpu_stays_out() -> None:

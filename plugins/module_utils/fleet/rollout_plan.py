@@ -183,18 +183,25 @@ def steady(plan: object) -> dict[str, Any]:
     "reasons": [str]}``, each reason one part that does not hold (with its detail where the plan gave
     one). ``plan`` maps each part of ``_STEADY_CHECKS`` to ``{"ok": bool, "detail": str}``; a part
     that is missing or not that shape counts as not holding (a plan that did not finish never makes a
-    node steady). Steady means: nothing to install, nothing to write, nothing pending, and a gate that
-    stands, so the node never leaves the gateway in this run."""
+    node steady). A part ``{"ok": false, "skipped": true}`` was not read because another part already
+    decides (the server's files of a release that changes): it does not hold, and it is named only when
+    no other part gives a reason. Steady means: nothing to install, nothing to write, nothing pending,
+    and a gate that stands, so the node never leaves the gateway in this run."""
     if not isinstance(plan, Mapping):
         raise SteadyError(f"the node's plan must be a mapping of its checks, got {type(plan).__name__}")
     reasons: list[str] = []
+    unread: list[str] = []
     for key, why in _STEADY_CHECKS:
         part = plan.get(key)
-        ok = isinstance(part, Mapping) and part.get("ok") is True
-        if not ok:
-            detail = part.get("detail") if isinstance(part, Mapping) else None
-            detail = " ".join(detail.split())[:300] if isinstance(detail, str) else ""
-            reasons.append(f"{why} ({detail})" if detail else why)
+        if isinstance(part, Mapping) and part.get("ok") is True:
+            continue
+        if isinstance(part, Mapping) and part.get("skipped") is True:
+            unread.append(f"{key} was not read")
+            continue
+        detail = part.get("detail") if isinstance(part, Mapping) else None
+        detail = " ".join(detail.split())[:300] if isinstance(detail, str) else ""
+        reasons.append(f"{why} ({detail})" if detail else why)
+    reasons = reasons or unread
     return {"steady": not reasons, "reasons": reasons}
 
 
