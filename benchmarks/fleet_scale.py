@@ -71,11 +71,11 @@ SGLANG_NOOP = {"remote": 20, "local": 57}
 # The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
 # (remote includes the delegated read of the container's pending restart).
 SGLANG_PLAN = {"remote": 5, "local": 22}
-# The lab's no-op side by side on 2026-12-06 (benchmarks/noop_bench.py, the same lab, minutes apart): the sglang
+# The lab's no-op before and after on 2026-12-06 (benchmarks/noop_bench.py, the same lab, alternating): the sglang
 # plays with a batch per node and with the plan and one batch of steady nodes; the model's ratio is checked
 # against theirs (tests/unit/test_fleet_scale.py).
-LAB_NOOP_SGLANG_BATCHES_S = 56.3
-LAB_NOOP_SGLANG_PLAN_S = 37.3
+LAB_NOOP_SGLANG_BATCHES_S = 50.0  # the median of four runs, alternating with the next
+LAB_NOOP_SGLANG_PLAN_S = 37.4  # the median of four runs
 # The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated).
 OTHER_PLAYS = {
     "proxmox_hosts": {"remote": 47, "local": 35, "per": "proxmox host"},
