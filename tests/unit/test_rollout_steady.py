@@ -238,6 +238,7 @@ def test_a_manifest_of_role_sglang_gives_its_fields():
         ("[1]", "the manifest is a JSON list, not an object"),
         (json.dumps(dict(GOOD, id="../../etc")), "the manifest's id is not a valid value ('../../etc')"),
         (json.dumps(dict(GOOD, id="sglang-0.5.23-0123456789/x")), "the manifest's id is not a valid value"),
+        (json.dumps(dict(GOOD, id="sglang-0.5/../../../etc-0123456789")), "the manifest's id is not a valid value"),
         (json.dumps(dict(GOOD, id="sglang-0.5.23-0123456789\n")), "the manifest's id is not a valid value"),
         (
             json.dumps({k: v for k, v in GOOD.items() if k != "version"}),
