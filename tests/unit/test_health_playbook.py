@@ -144,7 +144,12 @@ def test_rollout_stops_at_a_failed_gpu_before_anything_changes(tmp_path):
     assert "Nothing was deployed or restarted on the node." in text
     assert "No gateway routes to it yet" in text
     assert "The rollout stops here; no later batch is started." in text
-    ran = tasks_run(proc.stdout)
+    # the plan before the rollout reads the node (role sglang's entry point plan, read-only) and changes nothing;
+    # the rollout itself runs nothing of the release or the gate
+    plan, rollout = proc.stdout.split("PLAY [SGLang - release", 1)
+    assert "PLAY [SGLang - plan" in plan
+    assert not re.search(r"^changed: ", plan, re.M), plan[-3000:]
+    ran = tasks_run(rollout)
     assert "Stop the rollout at a node with a failed GPU" in ran
     assert not [t for t in ran if t.startswith(("gpufleet.sglang.sglang :", "gpufleet.sglang.throughput_gate"))], ran
     assert "Deploy and gate" not in proc.stdout

@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.release_manifest import parse_release_manifest
 
-PARTS = [key for key, _ in _STEADY_CHECKS]
+PARTS = [check[0] for check in _STEADY_CHECKS]
 ALL_OK = {key: {"ok": True} for key in PARTS}
 
 # --------------------------------------------------------------------------- serial with steady nodes
