@@ -17,7 +17,7 @@ description:
     its own) fails with a message naming the variable, never its value.
   - A header line with a non-printable character, or ending with C(\\) (systemd before 254 continues such a
     comment over the next line), fails too.
-positional: _input, header
+positional: _input, header, what
 options:
   _input:
     description: The variables.
@@ -27,6 +27,10 @@ options:
     description: Comment lines put first (each prefixed with C(# )).
     type: str
     default: ""
+  what:
+    description: What the variables are called in the inventory, named first in an error (C(sglang_env:) ...).
+    type: str
+    default: sglang_server
 """
 
 EXAMPLES = r"""
@@ -54,11 +58,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.server_conf
 )
 
 
-def sglang_server_env_file(env: dict[str, Any], header: str = "") -> str:
+def sglang_server_env_file(env: dict[str, Any], header: str = "", what: str = "sglang_server") -> str:
     try:
         return render_env_file(env, str(header or ""))
     except ServerConfigError as exc:
-        raise AnsibleFilterError(f"sglang_server: {exc}") from exc
+        raise AnsibleFilterError(f"{what}: {exc}") from exc
 
 
 class FilterModule:

@@ -324,7 +324,11 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert release.name.startswith("sglang-0.5.12.post1-")
     assert os.readlink(root / "current") == str(release)
     assert Path(facts["venv_python"]).is_file()
-    assert (release / "gpufleet.env").read_text().splitlines()[-1] == "FLASHINFER_CUDA_ARCH_LIST=12.0a"
+    # the release's environment: published for the server's environment file, and written quoted in the release
+    assert (facts["env"], (release / "gpufleet.env").read_text().splitlines()[-1]) == (
+        {"FLASHINFER_CUDA_ARCH_LIST": "12.0a"},
+        'FLASHINFER_CUDA_ARCH_LIST="12.0a"',
+    )
     manifest = json.loads((release / "gpufleet-release.json").read_text())
     assert manifest["patch_state"] == "patched"
     assert manifest["patches"] == ["flashinfer-autotune"]
@@ -383,7 +387,7 @@ def node_role_vars(tmp_path: Path, **more) -> dict:
     return role_vars(node, "0.5.23", **more)
 
 
-INSTALLER_INPUTS = [
+BAD_INPUTS = [
     ("unknown-installer", {"sglang_installer": "conda"}, ["sglang_installer", "conda", "uv, pip"]),
     ("symlink-link-mode", {"sglang_uv_link_mode": "symlink"}, ["sglang_uv_link_mode", "symlink"]),
     (
@@ -393,6 +397,13 @@ INSTALLER_INPUTS = [
     ),
     ("dotdot-cache", {"sglang_uv_cache_dir": "/srv/../etc"}, ["sglang_uv_cache_dir='/srv/../etc'", "without '..'"]),
     ("unpinned-uv", {"sglang_uv_version": "latest"}, ["sglang_uv_version='latest'", "exact version"]),
+    # the release's environment goes into the server's environment file: a newline would add a line of its own
+    (
+        "env-newline",
+        {"sglang_env": {"HF_HOME": "/srv/hf\nLD_PRELOAD=/tmp/evil.so"}},
+        ["sglang_env: environment variable HF_HOME contains the non-printable character U+000A"],
+    ),
+    ("env-bad-name", {"sglang_env": {"BAD-NAME": "1"}}, ["sglang_env: environment variable name 'BAD-NAME'"]),
 ]
 
 
@@ -418,12 +429,12 @@ class Refused:
             },
             *(
                 {
-                    "name": f"installer input {more}",
-                    "host": f"installer-{name}",
+                    "name": f"bad input {more}",
+                    "host": f"bad-{name}",
                     "vars": node_role_vars(tmp_path, **more),
                     "expect": expected,
                 }
-                for name, more, expected in INSTALLER_INPUTS
+                for name, more, expected in BAD_INPUTS
             ),
             {
                 "name": "sglang_uv_cache_dir does not exist",
@@ -470,9 +481,9 @@ def test_role_rejects_bad_input(refused):
     refused.assert_refused("unknown-source")
 
 
-@pytest.mark.parametrize("name", [case[0] for case in INSTALLER_INPUTS])
-def test_role_rejects_bad_installer_input(refused, name):
-    refused.assert_refused(f"installer-{name}")
+@pytest.mark.parametrize("name", [case[0] for case in BAD_INPUTS])
+def test_role_rejects_bad_settings(refused, name):
+    refused.assert_refused(f"bad-{name}")
 
 
 def test_role_refuses_a_missing_shared_cache_and_creates_nothing(refused):

@@ -8,8 +8,10 @@ rollout_serial), and the release manifest the plan reads from a node (sglang_rel
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,7 +29,10 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan
     serial_batches,
     steady,
 )
-from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.release_manifest import parse_release_manifest
+from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.release_manifest import (
+    MAX_MANIFEST_BYTES,
+    parse_release_manifest,
+)
 
 PARTS = [check[0] for check in _STEADY_CHECKS]
 ALL_OK = {key: {"ok": True} for key in PARTS}
@@ -247,7 +252,7 @@ def test_a_manifest_of_role_sglang_gives_its_fields():
         (json.dumps(dict(GOOD, version=5)), "the manifest's version is not a valid value (5)"),
         (json.dumps(dict(GOOD, pins=[])), "the manifest's pins.python is not a valid value (missing)"),
         (json.dumps(dict(GOOD, pins={"python": "3.11; rm -rf /"})), "the manifest's pins.python is not a valid value"),
-        ("x" * 70000, "the manifest is 70000 bytes, more than 65536"),
+        ("x" * 70000, "the manifest is more than 65536 bytes"),
     ],
 )
 def test_a_manifest_that_is_not_one_names_what_is_wrong(text, problem):
@@ -288,3 +293,13 @@ def test_a_part_not_read_is_named_only_when_nothing_else_decides():
     plan = dict(ALL_OK, release={"ok": False, "detail": "no manifest"}, files=unread, gate=unread)
     assert steady(plan) == {"steady": False, "reasons": ["its release changes (no manifest)"]}
     assert steady(dict(ALL_OK, files=unread)) == {"steady": False, "reasons": ["files was not read"]}
+
+
+def test_the_plan_reads_one_byte_more_than_the_manifest_filter_takes() -> None:
+    """roles/sglang/tasks/plan.yml reads at most __sglang_manifest_max_bytes + 1 bytes: a larger file is cut
+    there and refused as too large, never carried whole; the bound is the parser's own."""
+    role_vars = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles/sglang/vars/main.yml").read_text())
+    assert role_vars["__sglang_manifest_max_bytes"] == MAX_MANIFEST_BYTES
+    cut = "{" + " " * MAX_MANIFEST_BYTES  # what head --bytes=MAX+1 leaves of a huge file
+    assert parse_release_manifest(cut)["problem"] == f"the manifest is more than {MAX_MANIFEST_BYTES} bytes"
+    assert parse_release_manifest(cut[:-1])["problem"].startswith("the manifest is not JSON")

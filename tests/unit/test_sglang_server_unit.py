@@ -145,3 +145,16 @@ def test_without_an_options_file_the_launcher_runs_alone() -> None:
     line = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert "sglang_log_redact" not in line
     assert shlex.split(line.split("=", 1)[1])[-2:] == ["--model-path", "/models/m"]
+
+
+def test_the_unit_loads_no_file_of_the_release() -> None:
+    """The release's environment reaches the server through the server's own environment file (a server file:
+    drift, restart, deployment record, rollback); a file inside the release directory, which the sglang role
+    rewrites in place, could be none of these."""
+    service = directives(render("sglang_server", "sglang-server.service.j2", server_vars()), "Service")
+    assert service["EnvironmentFile"] == [
+        "-/etc/gpufleet/cuda.env",
+        "/etc/sglang/sglang-server.env",
+        "/etc/sglang/sglang-server.secrets.env",
+    ]
+    assert not any("/opt/sglang" in path for path in service["EnvironmentFile"])

@@ -35,7 +35,7 @@ def _load(text: object) -> tuple[dict[str, Any], str]:
     if not text:
         return {}, "no manifest (no release is current, or its install did not finish)"
     if len(text) > MAX_MANIFEST_BYTES:
-        return {}, f"the manifest is {len(text)} bytes, more than {MAX_MANIFEST_BYTES}"
+        return {}, f"the manifest is more than {MAX_MANIFEST_BYTES} bytes"
     try:
         doc = json.loads(text)
     except ValueError as exc:
