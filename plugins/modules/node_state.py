@@ -30,6 +30,9 @@ description:
     what is missing (docs/connection.md, "Lever C for apt"). The rule is conservative. A package counts
     only when every line dpkg prints for it says C(ok installed), at exactly the version asked for;
     anything else is left to apt, which decides as before.
+  - Also reads, with one C(systemctl show), whether the systemd units of O(units) are loaded, enabled and
+    active, as M(ansible.builtin.systemd_service) with C(enabled=true) and C(state=started) leaves them, so that a
+    role runs those tasks only for a unit that is not (RV(drift) names it). Anything else is drift.
   - Each want is schema-checked; a bad one fails the task naming the entry and the field. A line of
     dpkg's output that is not its format fails the task naming the line.
 author:
@@ -118,6 +121,11 @@ options:
     type: list
     elements: str
     default: []
+  units:
+    description: Systemd units that must be loaded, enabled and active; one that is not is named in RV(drift).
+    type: list
+    elements: str
+    default: []
 notes:
   - Stdlib only; runs on the target host.
 """
@@ -159,7 +167,8 @@ drift:
   returned: always
   type: list
   elements: str
-  sample: ["/etc/sglang/sglang-server.env: content differs", "user sglang: not in group(s) render"]
+  sample: ["/etc/sglang/sglang-server.env: content differs", "user sglang: not in group(s) render",
+           "unit nvidia-persistenced.service: ActiveState inactive, wanted active"]
 stat:
   description:
     - Each path of O(paths) with the keys of M(ansible.builtin.stat) (C(follow=false)) that roles read.
@@ -203,6 +212,13 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.node_state 
     check_wants,
     read_state,
 )
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common.unit_state import (
+    SHOW_PROPERTIES,
+    UnitStateError,
+    check_units,
+    parse_show,
+    unit_drift,
+)
 
 
 def read_packages(module: AnsibleModule, packages: list, held: list) -> dict:
@@ -220,6 +236,26 @@ def read_packages(module: AnsibleModule, packages: list, held: list) -> dict:
     try:
         return {"packages_missing": unsatisfied(out, packages), "not_held": unsatisfied(out, held, "hold")}
     except DpkgStatusError as exc:
+        module.fail_json(msg=f"node_state: {exc}")
+
+
+def read_units(module: AnsibleModule, units: list) -> list:
+    """Reasons for the units of ``units`` that are not loaded, enabled and active (one systemctl show)."""
+    if not units:
+        return []
+    try:
+        names = check_units(units)
+    except UnitStateError as exc:
+        module.fail_json(msg=f"node_state: bad input: {exc}")
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl is None:
+        return [f"unit {name}: no systemctl on the node" for name in names]
+    rc, out, err = module.run_command([systemctl, "show", f"--property={','.join(SHOW_PROPERTIES)}", "--", *names])
+    if rc != 0:
+        return [f"unit {name}: systemctl show exited {rc}: {err.strip()[:200]}" for name in names]
+    try:
+        return unit_drift(parse_show(out, names), names)
+    except UnitStateError as exc:
         module.fail_json(msg=f"node_state: {exc}")
 
 
@@ -245,6 +281,7 @@ def main() -> None:
             "paths": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},
             "held": {"type": "list", "elements": "str", "default": []},
+            "units": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -257,6 +294,7 @@ def main() -> None:
         result = read_state(files, users, groups, paths)
     except OSError as exc:
         module.fail_json(msg=f"node_state: cannot read {exc.filename or 'the node'}: {exc.strerror or exc}")
+    result["drift"] = [*result["drift"], *read_units(module, params["units"])]
     module.exit_json(changed=False, **result, **read_packages(module, params["packages"], params["held"]))
 
 

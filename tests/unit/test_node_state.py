@@ -15,6 +15,7 @@ import grp
 import hashlib
 import os
 import pwd
+import re
 from pathlib import Path
 
 import ansible.modules.stat as ansible_stat
@@ -25,6 +26,7 @@ from lib.fuzz import examples
 from lib.module import run_module
 
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common import node_state as ns
+from ansible_collections.gpufleet.sglang.plugins.module_utils.common import unit_state as us
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "node_state.py"
@@ -378,3 +380,98 @@ def test_module_refuses_a_bad_want_naming_it(tmp_path):
     assert (
         result["msg"] == "node_state: bad input: files[0] (/x): mode must be an octal string such as '0644', got 'rwx'"
     )
+
+
+# ---- units: one `systemctl show`, conservative ------------------------------------------------------
+
+# `systemctl show --property=Id,LoadState,UnitFileState,ActiveState -- <units>` as systemd 252 prints it
+# (captured in the Debian 12 test image: the lab's Proxmox stand-in); a unit it does not know still gets a block
+SHOW_252 = """Id=nvidia-uvm-init.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+Id=nvidia-persistenced.service
+LoadState=loaded
+ActiveState=inactive
+UnitFileState=disabled
+
+Id=nonexist.service
+LoadState=not-found
+ActiveState=inactive
+UnitFileState=
+"""
+UNITS = ["nvidia-uvm-init.service", "nvidia-persistenced.service", "nonexist.service"]
+
+
+def test_units_are_clean_only_when_loaded_enabled_and_active():
+    found = us.parse_show(SHOW_252, UNITS)
+    assert us.unit_drift(found, UNITS) == [
+        "unit nvidia-persistenced.service: UnitFileState disabled, wanted enabled, ActiveState inactive, wanted active",
+        "unit nonexist.service: LoadState not-found, wanted loaded, UnitFileState unknown, wanted enabled, "
+        "ActiveState inactive, wanted active",
+    ]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["loaded", "not-found", "masked", "error", ""]),
+            st.sampled_from(["enabled", "disabled", "static", "masked", "enabled-runtime", "indirect", ""]),
+            st.sampled_from(["active", "inactive", "failed", "activating", "reloading", ""]),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+@settings(max_examples=examples(200))
+def test_a_unit_is_clean_exactly_when_all_three_are_as_wanted(states):
+    names = [f"u{i}.service" for i in range(len(states))]
+    out = "\n".join(
+        f"Id={name}\nLoadState={load}\nActiveState={active}\nUnitFileState={file_state}\n"
+        for name, (load, file_state, active) in zip(names, states, strict=True)
+    )
+    drift = us.unit_drift(us.parse_show(out, names), names)
+    expected = [n for n, s in zip(names, states, strict=True) if s != ("loaded", "enabled", "active")]
+    assert [reason.split(":")[0] for reason in drift] == [f"unit {n}" for n in expected]
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("Id=a.service\nLoadState=loaded\n", "printed 1 unit(s) for the 2 named"),
+        ("Id=a.service\nMainPID=1\n\nId=b.service\n", "printed 'MainPID=1', not one of"),
+        ("garbage\n", "printed 'garbage'"),
+    ],
+)
+def test_an_output_not_of_systemctls_format_is_refused(out, message):
+    with pytest.raises(us.UnitStateError, match=re.escape(message)):
+        us.parse_show(out, ["a.service", "b.service"])
+
+
+@pytest.mark.parametrize("name", ["-H.service", "a b.service", "nvidia", "../x.service", "a.service\nb", 7])
+def test_a_bad_unit_name_is_refused_naming_the_entry(name):
+    with pytest.raises(us.UnitStateError, match=r"units\[1\]"):
+        us.check_units(["ok.service", name])
+
+
+def test_module_reads_units_with_one_systemctl_show(tmp_path):
+    """The module runs systemctl show once for every unit (a stand-in that prints systemd 252's capture and
+    records its argv) and names the units that are not loaded, enabled and active."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    (tmp_path / "show.txt").write_text(SHOW_252)
+    fake = bindir / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncat {tmp_path / "show.txt"}\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    rc, result = run_module(MODULE, {"units": UNITS}, tmp_path, env=env, check=True)
+    assert rc == 0, result
+    assert [r.split(":")[0] for r in result["drift"]] == ["unit nvidia-persistenced.service", "unit nonexist.service"]
+    assert calls.read_text().splitlines() == [
+        f"show --property=Id,LoadState,UnitFileState,ActiveState -- {' '.join(UNITS)}"
+    ]
+    rc, result = run_module(MODULE, {"units": ["ok.service", "-H.service"]}, tmp_path, env=env)
+    assert rc != 0
+    assert result["msg"].startswith("node_state: bad input: units[1]: '-H.service' is not a unit name")
