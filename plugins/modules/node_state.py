@@ -61,10 +61,10 @@ options:
           - Never logged (the file may hold a secret).
         type: str
       owner:
-        description: Owner's user name; required unless C(state=absent).
+        description: Owner's user name; not checked when left out (as a writing task that does not set it).
         type: str
       group:
-        description: Group name; required unless C(state=absent).
+        description: Group name; not checked when left out.
         type: str
       mode:
         description: Octal permission bits as a string, for example C('0644'); required unless C(state=absent).
@@ -80,18 +80,23 @@ options:
         type: str
         required: true
       group:
-        description: Primary group's name.
+        description: Primary group's name; not checked when left out (a user created without naming one).
         type: str
-        required: true
       groups_where_present:
         description: Supplementary groups the user must be in, each only where the node has that group.
         type: list
         elements: str
         default: []
       home:
-        description: Home directory (must exist).
+        description: Home directory (must exist, unless O(users[].home_exists=false)).
         type: str
         required: true
+      home_exists:
+        description:
+          - Whether the home directory must exist. V(false) for a system user whose home is a path that is never
+            created (C(/nonexistent), as M(ansible.builtin.user) with C(create_home=false) leaves it).
+        type: bool
+        default: true
       shell:
         description: Login shell.
         type: str
@@ -272,9 +277,10 @@ def main() -> None:
             ),
             "users": dict_list(
                 name={"type": "str", "required": True},
-                group={"type": "str", "required": True},
+                group={"type": "str"},
                 groups_where_present={"type": "list", "elements": "str", "default": []},
                 home={"type": "str", "required": True},
+                home_exists={"type": "bool", "default": True},
                 shell={"type": "str", "required": True},
             ),
             "groups": {"type": "list", "elements": "str", "default": []},

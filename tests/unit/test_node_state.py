@@ -85,6 +85,20 @@ def test_each_change_to_a_file_is_drift_naming_the_path(tmp_path, change, reason
     assert drift == [f"{path}: {reason}"]
 
 
+def test_owner_and_group_left_out_are_not_checked(tmp_path):
+    """A want without owner (or group) is met whoever owns the file, as a template task that sets neither leaves
+    it; the one that is given is still checked."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    path.chmod(0o644)
+    unowned = {k: v for k, v in want_file(path, b"x").items() if k not in ("owner", "group")}
+    assert drift_of([unowned])["drift"] == []
+    assert drift_of([dict(unowned, group="no-such-group-here")])["drift"] == [
+        f"{path}: owned by {ME}:{MY_GROUP}, wanted {ME}:no-such-group-here"
+    ]
+    assert drift_of([dict(unowned, mode="0600")])["drift"] == [f"{path}: mode 0644, wanted 0600"]
+
+
 def test_other_owner_and_missing_directory_and_present_absent(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"x")
@@ -206,6 +220,26 @@ def test_account_drift(case):
         want, passwd, primary_group=primary, member_of=member_of, existing_groups=existing, home_is_dir=home_is_dir
     )
     assert found == reasons
+
+
+def test_a_system_user_without_a_group_or_a_home_to_create():
+    """A user created with only system, home /nonexistent and create_home false (the gateway's): its primary
+    group is not checked and its home need not exist; the shell and the home path still are."""
+    want = ns.check_wants(
+        [], [{"name": "smg", "home": "/nonexistent", "home_exists": False, "shell": "/usr/sbin/nologin"}], [], []
+    )[1][0]
+    passwd = Passwd(home="/nonexistent")
+
+    def drift(entry):
+        return ns.account_drift(
+            want, entry, primary_group="nogroup", member_of=[], existing_groups=["nogroup"], home_is_dir=False
+        )
+
+    assert drift(passwd) == []
+    assert drift(Passwd(home="/home/smg")) == ["user smg: home /home/smg, wanted /nonexistent"]
+    assert drift(Passwd(home="/nonexistent", shell="/bin/sh")) == ["user smg: shell /bin/sh, wanted /usr/sbin/nologin"]
+    with pytest.raises(ns.StateError, match=r"users\[0\] \(smg\): home_exists must be true or false, got 'no'"):
+        ns.check_wants([], [{"name": "smg", "home": "/x", "home_exists": "no", "shell": "/bin/sh"}], [], [])
 
 
 def test_this_machine_user_and_a_missing_group(tmp_path):

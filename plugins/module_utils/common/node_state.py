@@ -63,6 +63,12 @@ def _name(value: object, where: str, field: str) -> str:
     return value
 
 
+def _flag(value: object, where: str, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise StateError(f"{where}: {field} must be true or false, got {value!r}")
+    return value
+
+
 def check_wants(
     files: list, users: list, groups: list, paths: list
 ) -> tuple[list[dict], list[dict], list[str], list[str]]:
@@ -82,8 +88,10 @@ def check_wants(
             if not isinstance(mode, str) or not _MODE.match(mode):
                 raise StateError(f"{where} ({path}): mode must be an octal string such as '0644', got {mode!r}")
             item["mode"] = int(mode, 8)
-            item["owner"] = _name(want.get("owner"), f"{where} ({path})", "owner")
-            item["group"] = _name(want.get("group"), f"{where} ({path})", "group")
+            # None: not checked (a writing task that does not set it leaves it as it is)
+            for field in ("owner", "group"):
+                value = want.get(field)
+                item[field] = None if value is None else _name(value, f"{where} ({path})", field)
         if state == "file":
             digest = want.get("sha256")
             if not isinstance(digest, str) or not _SHA256.match(digest):
@@ -103,10 +111,12 @@ def check_wants(
         out_users.append(
             {
                 "name": name,
-                "group": _name(want.get("group"), f"{where} ({name})", "group"),
+                # None: the primary group is not checked (a user created without naming one)
+                "group": None if want.get("group") is None else _name(want.get("group"), f"{where} ({name})", "group"),
                 "groups_where_present": [_name(g, f"{where} ({name})", "groups_where_present") for g in extra],
                 "home": _path(want.get("home"), f"{where} ({name}) home"),
                 "shell": _path(shell, f"{where} ({name}) shell"),
+                "home_exists": _flag(want.get("home_exists", True), f"{where} ({name})", "home_exists"),
             }
         )
     out_groups = [_name(g, f"groups[{i}]", "name") for i, g in enumerate(groups)]
@@ -168,8 +178,8 @@ def file_drift(
     if found != want["state"]:
         return [f"{path}: is a {found}, wanted a {want['state']}"]
     reasons = []
-    if owner != want["owner"] or group != want["group"]:
-        reasons.append(f"{path}: owned by {owner}:{group}, wanted {want['owner']}:{want['group']}")
+    if (want["owner"] is not None and owner != want["owner"]) or (want["group"] is not None and group != want["group"]):
+        reasons.append(f"{path}: owned by {owner}:{group}, wanted {want['owner'] or owner}:{want['group'] or group}")
     if stat.S_IMODE(lstat_result.st_mode) != want["mode"]:
         reasons.append(f"{path}: mode {stat.S_IMODE(lstat_result.st_mode):04o}, wanted {want['mode']:04o}")
     if want["state"] == "file" and sha256 != want["sha256"]:
@@ -195,7 +205,7 @@ def account_drift(
     if passwd is None:
         return [f"user {name}: missing"]
     reasons = []
-    if primary_group != want["group"]:
+    if want["group"] is not None and primary_group != want["group"]:
         reasons.append(f"user {name}: primary group {primary_group}, wanted {want['group']}")
     missing = [
         g for g in want["groups_where_present"] if g in existing_groups and g not in member_of and g != primary_group
@@ -204,7 +214,7 @@ def account_drift(
         reasons.append(f"user {name}: not in group(s) {', '.join(missing)}")
     if passwd.pw_dir != want["home"]:
         reasons.append(f"user {name}: home {passwd.pw_dir}, wanted {want['home']}")
-    elif not home_is_dir:
+    elif want.get("home_exists", True) and not home_is_dir:
         reasons.append(f"user {name}: home {want['home']} is not a directory")
     if passwd.pw_shell != want["shell"]:
         reasons.append(f"user {name}: shell {passwd.pw_shell}, wanted {want['shell']}")
