@@ -91,7 +91,7 @@ def test_renamed_units_follow_into_the_server_unit() -> None:
 
 
 def test_nvidia_driver_installs_and_enables_the_units_under_the_shared_names() -> None:
-    tasks = yaml.safe_load((ROLES / "nvidia_driver/tasks/host.yml").read_text(encoding="utf-8"))
+    tasks = yaml.safe_load((ROLES / "nvidia_driver/tasks/host_configure.yml").read_text(encoding="utf-8"))
     by_template = {t["ansible.builtin.template"]["src"]: t for t in tasks if "ansible.builtin.template" in t}
     services = [t["ansible.builtin.systemd_service"]["name"] for t in tasks if "ansible.builtin.systemd_service" in t]
     uvm = by_template["nvidia-uvm-init.service.j2"]["ansible.builtin.template"]["dest"]
