@@ -33,6 +33,10 @@ description:
   - Also reads, with one C(systemctl show), whether the systemd units of O(units) are loaded, enabled and
     active, as M(ansible.builtin.systemd_service) with C(enabled=true) and C(state=started) leaves them, so that a
     role runs those tasks only for a unit that is not (RV(drift) names it). Anything else is drift.
+  - Also reads the files dpkg lists for each package of O(package_files) (C(dpkg-query --listfiles)), and
+    how each path of O(diversions) is diverted (C(dpkg-divert --listpackage) and C(--truename), as
+    M(community.general.dpkg_divert) reads it), so that a role that configures an apt repository reads
+    it in the same call (docs/connection.md, "Lever C for apt").
   - Each want is schema-checked; a bad one fails the task naming the entry and the field. A line of
     dpkg's output that is not its format fails the task naming the line.
 author:
@@ -131,6 +135,17 @@ options:
     type: list
     elements: str
     default: []
+  package_files:
+    description:
+      - Debian packages whose files to list (RV(package_files)); a package dpkg does not have lists none.
+    type: list
+    elements: str
+    default: []
+  diversions:
+    description: Absolute paths whose dpkg diversion to read (RV(diversions)).
+    type: list
+    elements: str
+    default: []
 notes:
   - Stdlib only; runs on the target host.
 """
@@ -177,8 +192,8 @@ drift:
 stat:
   description:
     - Each path of O(paths) with the keys of M(ansible.builtin.stat) (C(follow=false)) that roles read.
-    - C(exists); where it exists C(isreg), C(isdir), C(islnk); for a symlink C(lnk_target) (as
-      written) and C(lnk_source) (fully resolved).
+    - C(exists); where it exists C(isreg), C(isdir), C(islnk), C(mtime) (seconds since the epoch); for a
+      symlink C(lnk_target) (as written) and C(lnk_source) (fully resolved).
   returned: always
   type: dict
   sample:
@@ -201,7 +216,29 @@ not_held:
   type: list
   elements: str
   sample: ["libnvidia-compute"]
+package_files:
+  description: Each package of O(package_files) with the lines C(dpkg-query --listfiles) prints for it.
+  returned: always
+  type: dict
+  sample:
+    cuda-keyring: ["/usr/share/keyrings/cuda-archive-keyring.gpg", "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"]
+diversions:
+  description:
+    - Each path of O(diversions) with its diversion's C(holder) and C(divert), both null where it is not diverted.
+  returned: always
+  type: dict
+  sample:
+    /etc/apt/sources.list.d/cuda-debian12-x86_64.list:
+      holder: LOCAL
+      divert: /etc/apt/sources.list.d/cuda-debian12-x86_64.list.disabled
+now:
+  description: The node's clock when it was read, seconds since the epoch (to compare with RV(stat)'s C(mtime)).
+  returned: always
+  type: float
+  sample: 1796563200.5
 """
+
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -209,6 +246,8 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.arg_spec im
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.dpkg_status import (
     DPKG_QUERY_FORMAT,
     DpkgStatusError,
+    check_name,
+    parse_diversion,
     split_spec,
     unsatisfied,
 )
@@ -264,6 +303,43 @@ def read_units(module: AnsibleModule, units: list) -> list:
         module.fail_json(msg=f"node_state: {exc}")
 
 
+def read_package_files(module: AnsibleModule, names: list) -> dict:
+    """``{package: [line, ...]}``: what ``dpkg-query --listfiles`` prints for each (none where dpkg lacks it)."""
+    try:
+        checked = [check_name(name) for name in names]
+    except DpkgStatusError as exc:
+        module.fail_json(msg=f"node_state: bad input: package_files: {exc}")
+    listed = {}
+    for name in checked:
+        rc, out, _err = module.run_command(["dpkg-query", "--listfiles", name])
+        listed[name] = out.splitlines() if rc == 0 else []
+    return listed
+
+
+def read_diversions(module: AnsibleModule, paths: list) -> dict:
+    """``{path: {"holder": ..., "divert": ...}}`` from dpkg-divert, as community.general.dpkg_divert reads it."""
+    if not paths:
+        return {}
+    try:
+        checked = check_wants([], [], [], paths)[3]
+    except StateError as exc:
+        module.fail_json(msg=f"node_state: bad input: diversions: {exc}")
+    dpkg_divert = module.get_bin_path("dpkg-divert", required=True)
+    found = {}
+    for path in checked:
+        answers = []
+        for flag in ("--listpackage", "--truename"):
+            rc, out, err = module.run_command([dpkg_divert, flag, path])
+            if rc != 0:
+                module.fail_json(msg=f"node_state: dpkg-divert {flag} {path} exited {rc}: {err.strip()[:300]}")
+            answers.append(out)
+        try:
+            found[path] = parse_diversion(path, *answers)
+        except DpkgStatusError as exc:
+            module.fail_json(msg=f"node_state: {exc}")
+    return found
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -288,6 +364,8 @@ def main() -> None:
             "packages": {"type": "list", "elements": "str", "default": []},
             "held": {"type": "list", "elements": "str", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
+            "package_files": {"type": "list", "elements": "str", "default": []},
+            "diversions": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -301,7 +379,14 @@ def main() -> None:
     except OSError as exc:
         module.fail_json(msg=f"node_state: cannot read {exc.filename or 'the node'}: {exc.strerror or exc}")
     result["drift"] = [*result["drift"], *read_units(module, params["units"])]
-    module.exit_json(changed=False, **result, **read_packages(module, params["packages"], params["held"]))
+    module.exit_json(
+        changed=False,
+        **result,
+        **read_packages(module, params["packages"], params["held"]),
+        package_files=read_package_files(module, params["package_files"]),
+        diversions=read_diversions(module, params["diversions"]),
+        now=time.time(),
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ cases, properties against a reference rule, hostile output, and the module on th
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -218,3 +219,67 @@ def test_the_module_refuses_a_bad_package_before_running_dpkg(tmp_path):
         "node_state: bad input: not a Debian package as apt takes it (name, name=version, name:arch): 'lxc; reboot'"
     )
     assert not (tmp_path / "ran").exists()
+
+
+# ---- dpkg-divert's answers (the diversion of cuda-keyring's list, read by node_state) -------------------------
+
+
+# what dpkg-divert 1.21 (Debian 12) prints for a local diversion, a package's, and a path that is not diverted
+@pytest.mark.parametrize(
+    ("listpackage", "truename", "wanted"),
+    [
+        ("LOCAL\n", "/etc/x.list.disabled\n", {"holder": "LOCAL", "divert": "/etc/x.list.disabled"}),
+        ("dash\n", "/bin/sh.distrib\n", {"holder": "dash", "divert": "/bin/sh.distrib"}),
+        ("", "/etc/x.list\n", {"holder": None, "divert": None}),
+    ],
+)
+def test_diversions_as_dpkg_divert_prints_them(listpackage, truename, wanted):
+    path = "/bin/sh" if listpackage.startswith("dash") else "/etc/x.list"
+    assert ds.parse_diversion(path, listpackage, truename) == wanted
+
+
+@pytest.mark.parametrize(
+    ("listpackage", "truename", "message"),
+    [
+        ("LOCAL\nextra\n", "/x\n", "dpkg-divert --listpackage /etc/x.list is not one line of text"),
+        ("LOCAL\n", "/x\n/y\n", "dpkg-divert --truename /etc/x.list is not one line of text"),
+        ("LOCAL\n", "relative\n", "dpkg-divert --truename /etc/x.list is not an absolute path"),
+        ("$(reboot)\n", "/x\n", "dpkg-divert --listpackage /etc/x.list is not LOCAL or a package"),
+        (b"LOCAL\n", "/x\n", "dpkg-divert --listpackage /etc/x.list is bytes, not text"),
+    ],
+)
+def test_an_answer_not_of_dpkg_diverts_format_is_refused_naming_it(listpackage, truename, message):
+    with pytest.raises(ds.DpkgStatusError, match="^" + re.escape(message)):
+        ds.parse_diversion("/etc/x.list", listpackage, truename)
+
+
+@given(listpackage=st.text(max_size=40), truename=st.text(max_size=40))
+@settings(max_examples=examples(300))
+def test_property_any_answer_is_read_as_dpkg_says_or_refused(listpackage, truename):
+    """Never another exception; an empty holder means not diverted; else one line each, the holder LOCAL or a
+    package name, the divert an absolute path, with no control character in either."""
+    try:
+        got = ds.parse_diversion("/etc/x.list", listpackage, truename)
+    except ds.DpkgStatusError:
+        return
+    if got["holder"] is None:
+        assert got["divert"] is None
+        assert listpackage in ("", "\n")
+        return
+    assert got["holder"] == listpackage.removesuffix("\n")
+    assert got["divert"] == truename.removesuffix("\n")
+    assert got["divert"].startswith("/")
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in got["holder"] + got["divert"])
+    assert got["holder"] == "LOCAL" or re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", got["holder"])
+
+
+@given(name=st.text(max_size=30))
+@settings(max_examples=examples(300))
+def test_property_a_package_name_is_dpkgs_form_or_refused(name):
+    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", name):
+        with pytest.raises(ds.DpkgStatusError, match=r"^not a Debian package name"):
+            ds.check_name(name)
+        return
+    assert ds.check_name(name) == name
+    assert re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", name)
+    assert not name.startswith("-")

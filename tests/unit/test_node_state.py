@@ -16,6 +16,7 @@ import hashlib
 import os
 import pwd
 import re
+import time
 from pathlib import Path
 
 import ansible.modules.stat as ansible_stat
@@ -509,3 +510,83 @@ def test_module_reads_units_with_one_systemctl_show(tmp_path):
     rc, result = run_module(MODULE, {"units": ["ok.service", "-H.service"]}, tmp_path, env=env)
     assert rc != 0
     assert result["msg"].startswith("node_state: bad input: units[1]: '-H.service' is not a unit name")
+
+
+# ---- an apt repository's state: the files dpkg lists for a package, a path's diversion, a stamp's age ---------
+
+
+def test_module_reads_package_files_and_diversions_and_the_clock(tmp_path):
+    """dpkg-query --listfiles once per package, dpkg-divert --listpackage and --truename once per path (stand-ins
+    that print what dpkg 1.21 prints, captured on Debian 12, and record their argv); stat gives mtime, and the
+    result the node's clock."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    listed = "/.\n/usr/share/keyrings/cuda-archive-keyring.gpg\n/etc/apt/sources.list.d/cuda-debian12-x86_64.list\n"
+    (bindir / "dpkg-query").write_text(
+        f'#!/bin/sh\necho "dpkg-query $*" >> {calls}\n'
+        f'[ "$2" = cuda-keyring ] && {{ printf "{listed}"; exit 0; }}\n'
+        "echo \"dpkg-query: package '$2' is not installed\" >&2; exit 1\n"
+    )
+    (bindir / "dpkg-divert").write_text(
+        f'#!/bin/sh\necho "dpkg-divert $*" >> {calls}\n'
+        'case "$1 $2" in\n'
+        '  "--listpackage /etc/a.list") echo LOCAL ;;\n'
+        '  "--truename /etc/a.list") echo /etc/a.list.disabled ;;\n'
+        '  "--truename "*) echo "$2" ;;\n'
+        "esac\n"
+    )
+    for tool in bindir.iterdir():
+        tool.chmod(0o755)
+    stamp = tmp_path / "stamp"
+    stamp.write_text("")
+    os.utime(stamp, (1_700_000_000, 1_700_000_000))
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    args = {
+        "package_files": ["cuda-keyring", "not-there"],
+        "diversions": ["/etc/a.list", "/etc/b.list"],
+        "paths": [str(stamp)],
+    }
+    rc, result = run_module(MODULE, args, tmp_path, env=env, check=True)
+    assert rc == 0, result
+    assert result["package_files"] == {"cuda-keyring": listed.splitlines(), "not-there": []}
+    assert result["diversions"] == {
+        "/etc/a.list": {"holder": "LOCAL", "divert": "/etc/a.list.disabled"},
+        "/etc/b.list": {"holder": None, "divert": None},
+    }
+    assert result["stat"][str(stamp)]["mtime"] == 1_700_000_000
+    assert abs(result["now"] - time.time()) < 60
+    assert calls.read_text().splitlines() == [
+        "dpkg-query --listfiles cuda-keyring",
+        "dpkg-query --listfiles not-there",
+        "dpkg-divert --listpackage /etc/a.list",
+        "dpkg-divert --truename /etc/a.list",
+        "dpkg-divert --listpackage /etc/b.list",
+        "dpkg-divert --truename /etc/b.list",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"package_files": ["--admindir=/tmp/x"]}, "node_state: bad input: package_files: not a Debian package name"),
+        ({"package_files": ["Cuda"]}, "node_state: bad input: package_files: not a Debian package name: 'Cuda'"),
+        ({"diversions": ["etc/a.list"]}, "node_state: bad input: diversions: paths[0]: path must be an absolute path"),
+        ({"diversions": ["/etc/../a.list"]}, "node_state: bad input: diversions: paths[0]: path '/etc/../a.list' has"),
+    ],
+)
+def test_module_refuses_a_bad_package_or_diversion_path_naming_it(tmp_path, args, message):
+    rc, result = run_module(MODULE, args, tmp_path)
+    assert rc != 0
+    assert result["msg"].startswith(message), result["msg"]
+
+
+def test_a_diversion_that_is_not_dpkg_diverts_format_fails_the_task_naming_it(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "dpkg-divert").write_text('#!/bin/sh\nprintf "LOCAL\\nLD_PRELOAD=/x.so\\n"\n')
+    (bindir / "dpkg-divert").chmod(0o755)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    rc, result = run_module(MODULE, {"diversions": ["/etc/a.list"]}, tmp_path, env=env)
+    assert rc != 0
+    assert result["msg"].startswith("node_state: dpkg-divert --listpackage /etc/a.list is not one line of text"), result

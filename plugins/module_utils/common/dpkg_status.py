@@ -127,3 +127,40 @@ def unsatisfied(stdout: str, wanted: list, selection: str | None = None) -> list
         if not ok:
             missing.append(spec)
     return missing
+
+
+# dpkg-divert(1): ``--listpackage PATH`` prints the diversion's holder (``LOCAL`` for a local one, else the
+# package) and nothing when PATH is not diverted; ``--truename PATH`` prints the name PATH is diverted to,
+# PATH itself when it is not. community.general.dpkg_divert reads a diversion the same way.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _one_line(text: object, what: str) -> str:
+    if not isinstance(text, str):
+        raise DpkgStatusError(f"{what} is {type(text).__name__}, not text")
+    body = text[:-1] if text.endswith("\n") else text
+    if _CONTROL.search(body):
+        raise DpkgStatusError(f"{what} is not one line of text: {_shown(text)}")
+    return body
+
+
+def parse_diversion(path: str, listpackage: object, truename: object) -> dict[str, str | None]:
+    """``{"holder": ..., "divert": ...}`` of ``path`` from dpkg-divert's two answers; both None where ``path``
+    is not diverted. The holder is ``LOCAL`` or a package name; the divert an absolute path without control
+    characters. Anything else is refused with a message that names the output."""
+    holder = _one_line(listpackage, f"dpkg-divert --listpackage {path}")
+    divert = _one_line(truename, f"dpkg-divert --truename {path}")
+    if holder == "":
+        return {"holder": None, "divert": None}
+    if holder != "LOCAL" and not _NAME.match(holder):
+        raise DpkgStatusError(f"dpkg-divert --listpackage {path} is not LOCAL or a package: {_shown(holder)}")
+    if not divert.startswith("/"):
+        raise DpkgStatusError(f"dpkg-divert --truename {path} is not an absolute path: {_shown(divert)}")
+    return {"holder": holder, "divert": divert}
+
+
+def check_name(name: object) -> str:
+    """A Debian package name (Policy 5.6.1), or ``DpkgStatusError``."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise DpkgStatusError(f"not a Debian package name: {_shown(str(name))}")
+    return name

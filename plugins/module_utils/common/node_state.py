@@ -14,7 +14,7 @@ paths without control characters or ``..``, a known state, an octal mode, a 64-h
 and group names. It returns them normalised or raises ``StateError`` naming the entry and the field.
 
 ``observe`` reads one path with ``lstat`` (symlinks are not followed), the keys of
-``ansible.builtin.stat`` that roles read: exists, isreg, isdir, islnk, lnk_target, lnk_source. As
+``ansible.builtin.stat`` that roles read: exists, isreg, isdir, islnk, mtime, lnk_target, lnk_source. As
 that module, it fails (``OSError``) where a parent is not a directory.
 
 ``file_drift`` compares a want with the path as found: the type (a symlink is never the file or the
@@ -136,6 +136,7 @@ def observe(path: str) -> dict:
         "isdir": stat.S_ISDIR(st.st_mode),
         "islnk": stat.S_ISLNK(st.st_mode),
     }
+    seen["mtime"] = st.st_mtime
     if seen["islnk"]:
         seen["lnk_target"] = os.readlink(path)
         seen["lnk_source"] = os.path.realpath(path)
