@@ -78,7 +78,8 @@ LAB_NOOP_SGLANG_BATCHES_S = 50.0  # the median of four runs, alternating with th
 LAB_NOOP_SGLANG_PLAN_S = 37.4  # the median of four runs
 # The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated): what the
 # calibration's no-op ran (LAB_NOOP_S), and what a no-op runs now (counted in the lab's no-op log of 2026-12-06,
-# after one node_state read for the NVIDIA driver's host tasks, the gateway, monitoring and the node exporter).
+# after one node_state read for the NVIDIA driver's host tasks and apt repository, the gateway, monitoring and the
+# node exporter).
 CALIBRATION_OTHER_PLAYS = {
     "proxmox_hosts": {"remote": 47, "local": 35, "per": "proxmox host"},
     "gpu_nodes": {"remote": 20, "local": 20, "per": "node"},
@@ -87,8 +88,8 @@ CALIBRATION_OTHER_PLAYS = {
     "monitoring": {"remote": 13, "local": 10, "per": "gateway"},
 }
 OTHER_PLAYS = {
-    "proxmox_hosts": {"remote": 35, "local": 35, "per": "proxmox host"},
-    "gpu_nodes": {"remote": 13, "local": 20, "per": "node"},
+    "proxmox_hosts": {"remote": 31, "local": 34, "per": "proxmox host"},
+    "gpu_nodes": {"remote": 9, "local": 19, "per": "node"},
     "sglang_gateway": {"remote": 4, "local": 15, "per": "gateway"},
     "node_exporters": {"remote": 2, "local": 3, "per": "node"},
     "monitoring": {"remote": 2, "local": 10, "per": "gateway"},
