@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -93,6 +94,16 @@ class Run:
         self.rc = runner.rc
         self.changed = runner.stats.get("changed", {}).get("localhost", 0) if runner.stats else None
         self.output = runner.stdout.read()
+        # each task's outcomes by its name (runner_on_ok, runner_on_skipped, ...; not its start), from the events
+        self.tasks: dict[str, list[str]] = {}
+        for event in runner.events:
+            data = event.get("event_data", {})
+            if (
+                event.get("event", "").startswith("runner_on_")
+                and event["event"] != "runner_on_start"
+                and "task" in data
+            ):
+                self.tasks.setdefault(data["task"], []).append(event["event"])
 
 
 def play(tmp_path: Path, text: str, extravars: dict, *, check: bool = False, diff: bool = False) -> Run:
@@ -304,6 +315,55 @@ def role_vars(tmp_path: Path, version: str, **more) -> dict:
     }
 
 
+def steady_run_reads_the_release_once(tmp_path: Path, runs: tuple[Run, Run], facts: dict, manifest: dict) -> None:
+    """On the installed release the site-packages come from the probe (sysconfig's venv scheme of the
+    node's Python) and install.yml's one read; the venv's own Python is asked only on the first run, and
+    patch.yml takes the journal and the kept patch from that read. Both ways give the same directory.
+    Then a journal left in that read's place is found and undone (role_undoes_a_killed_patch_run)."""
+    first, second = runs
+    assert json.loads((Path(facts["release_dir"]) / "gpufleet-release.json").read_text()) == manifest
+    platlib = subprocess.run(
+        [facts["venv_python"], "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert facts["site_packages"] == platlib
+    assert json.loads((tmp_path / "facts.json").read_text())["site_packages"] == platlib
+    assert first.tasks["Find the venv's site-packages"] == ["runner_on_ok"]
+    for task in (
+        "Find the venv's site-packages",
+        "Look for an interrupted patch run's journal and the autotune patch kept with the release",
+    ):
+        assert second.tasks[task] == ["runner_on_skipped"], (task, second.tasks.get(task))
+    role_undoes_a_killed_patch_run(tmp_path, Path(facts["release_dir"]), facts, manifest)
+
+
+def role_undoes_a_killed_patch_run(tmp_path: Path, release: Path, facts: dict, manifest: dict) -> None:
+    """A patch run killed under the role's own run leaves its journal next to the release: the next run
+    finds it in install.yml's one read and restores the files it lists before it decides anything."""
+    autotune = Path(facts["autotune_file"])
+    autotune = autotune if autotune.is_absolute() else Path(facts["site_packages"]) / autotune
+    before = autotune.read_text(encoding="utf-8")
+    journal = release.parent / f".{release.name}.patch-journal"
+    journal_module(
+        {
+            "journal": str(journal),
+            "root": facts["site_packages"],
+            "state": "begin",
+            "patch": str(release / "patches" / "flashinfer-autotune.patch"),
+        },
+        tmp_path,
+    )
+    autotune.write_text(before + "# half of a patch run that was killed\n", encoding="utf-8")
+    recovered = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
+    assert recovered.rc == 0, recovered.output
+    assert "did not finish; restored" in recovered.output, recovered.output
+    assert autotune.read_text(encoding="utf-8") == before
+    assert not journal.exists()
+    assert json.loads((release / "gpufleet-release.json").read_text()) == manifest
+
+
 def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     root = tmp_path / "opt-sglang"
 
@@ -344,7 +404,7 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     second = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.12.post1"))
     assert second.rc == 0, second.output
     assert second.changed == 0, second.output
-    assert json.loads((release / "gpufleet-release.json").read_text()) == manifest
+    steady_run_reads_the_release_once(tmp_path, (first, second), facts, manifest)
 
     # Drift on the installed release (the role reads it in one node_state call and writes only on a
     # difference): each change is found and undone, and nothing is reinstalled.
