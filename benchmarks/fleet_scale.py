@@ -67,7 +67,9 @@ CONTROLLER_S = 0.022
 SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
 # The no-op of the sglang play, counted in the lab's no-op log (`count --noop`, which also leaves out the
 # tasks that run only around a restart: the gateway detour, restart, readiness, gate, back in).
-SGLANG_NOOP = {"remote": 20, "local": 57}
+# 20 remote before 2026-12-06's six reads of an unchanged release in role sglang (the calibration's no-op ran 20).
+SGLANG_NOOP = {"remote": 18, "local": 57}
+CALIBRATION_SGLANG_NOOP = {"remote": 20, "local": 57}
 # The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
 # (remote includes the delegated read of the container's pending restart).
 SGLANG_PLAN = {"remote": 5, "local": 22}
@@ -144,11 +146,13 @@ def upgrade_s(p: Params) -> float:
     return sum(tasks_s(b, r, l_, p) + fixed for b in batches(p) if b > 0)
 
 
-def noop_s(p: Params, other: dict | None = None) -> dict[str, float]:
+def noop_s(p: Params, other: dict | None = None, sglang: dict | None = None) -> dict[str, float]:
     """site.yml --skip-tags bench with nothing to change, per play. With the plan every node is steady: one
     pass of the plan, then one batch of all of them. Without it (``plan=False``) the sglang play walks the
     upgrade's batches: `serial` did not know that nothing would restart. ``other``: the other plays' task
-    counts (OTHER_PLAYS; the calibration passes the counts of the no-op it was measured on)."""
+    counts (OTHER_PLAYS) and ``sglang`` the sglang play's (SGLANG_NOOP): the calibration passes the counts of
+    the no-op it was measured on."""
+    sg = sglang or SGLANG_NOOP
     pve = p.proxmox_hosts or max(1, math.ceil(p.nodes / 8))
     hosts = {
         "proxmox_hosts": pve,
@@ -160,10 +164,10 @@ def noop_s(p: Params, other: dict | None = None) -> dict[str, float]:
     out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in (other or OTHER_PLAYS).items()}
     if p.plan and not p.serial:
         out["sglang"] = tasks_s(p.nodes, SGLANG_PLAN["remote"], SGLANG_PLAN["local"], p) + tasks_s(
-            p.nodes, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p
+            p.nodes, sg["remote"], sg["local"], p
         )
     else:
-        out["sglang"] = sum(tasks_s(b, SGLANG_NOOP["remote"], SGLANG_NOOP["local"], p) for b in batches(p) if b > 0)
+        out["sglang"] = sum(tasks_s(b, sg["remote"], sg["local"], p) for b in batches(p) if b > 0)
     return out
 
 
@@ -176,8 +180,9 @@ def calibrate() -> dict[str, float]:
     lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1, plan=False)
     zero = replace(lab, task_s=0.0)
     measured = CALIBRATION_OTHER_PLAYS
-    per_c = sum(noop_s(lab, measured).values()) - sum(noop_s(zero, measured).values())
-    c = (LAB_NOOP_S - sum(noop_s(zero, measured).values())) / per_c
+    sglang = CALIBRATION_SGLANG_NOOP
+    per_c = sum(noop_s(lab, measured, sglang).values()) - sum(noop_s(zero, measured, sglang).values())
+    c = (LAB_NOOP_S - sum(noop_s(zero, measured, sglang).values())) / per_c
     lab = replace(lab, task_s=c, cold_start_s=0.0, drain_s=LAB_DRAIN_S, gate_s=0.0)
     restart_gate = (LAB_UPGRADE_S - upgrade_s(lab)) / len(batches(lab))
     return {"task_s": c, "lab_restart_and_gate_s": restart_gate, "per_node_tasks_s": upgrade_s(lab) / 3}
