@@ -767,8 +767,6 @@ JOURNAL_MODULE = REPO / "plugins" / "modules" / "sglang_patch_journal.py"
 
 def journal_module(args: dict, workdir: Path) -> dict:
     """Run sglang_patch_journal as Ansible runs it (the state a killed run leaves is made for real)."""
-    import subprocess  # noqa: PLC0415
-
     args_file = workdir / "journal-args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *sys.path]))
@@ -786,8 +784,6 @@ def leftovers(tmp_path: Path, site: Path) -> list[str]:
 
 
 def test_interrupted_run_is_undone_and_patched_again_without_record(tmp_path):
-    import subprocess  # noqa: PLC0415
-
     site = install_wheel("0.5.12.post1", tmp_path / "interrupted")
     for record in site.glob("sglang-*.dist-info/RECORD"):
         record.unlink()  # as in a source checkout: RECORD cannot tell patched from upstream
