@@ -201,6 +201,14 @@ dest:
   returned: always
   type: str
   sample: /etc/pve/nodes/pve1/lxc/101.conf
+differs:
+  description:
+    - Whether the config differs from the one this task wants (V(true) where it does not exist yet). The
+      same as C(changed) as the module returns it, but kept where the task's C(changed_when) overrides
+      C(changed), as a plan run in check mode does (the role writes only the configs its plan found differing).
+  returned: always
+  type: bool
+  sample: false
 exists:
   description: Whether the config file existed (false only in check mode, for a container not created yet).
   returned: always
@@ -286,6 +294,7 @@ def run_module() -> None:
         "path": path,
         "dest": dest,
         "exists": False,
+        "differs": True,
         "gpus": [],
         "devices": [],
         "entries": [],
@@ -339,6 +348,7 @@ def run_module() -> None:
         devices=[{"path": n.path, "major": n.major, "minor": n.minor} for n in nodes],
         entries=[list(e) for e in entries],
         changed=after != before,
+        differs=after != before or not exists,
     )
     if module._diff:
         result["diff"] = {"before": before, "after": after, "before_header": dest, "after_header": dest}

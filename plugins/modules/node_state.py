@@ -65,10 +65,12 @@ options:
           - Never logged (the file may hold a secret).
         type: str
       owner:
-        description: Owner's user name; not checked when left out (as a writing task that does not set it).
+        description:
+          - Owner's user name, or a numeric uid (digits, as M(ansible.builtin.file) takes one); not checked when
+            left out (as a writing task that does not set it).
         type: str
       group:
-        description: Group name; not checked when left out.
+        description: Group name, or a numeric gid; not checked when left out.
         type: str
       mode:
         description: Octal permission bits as a string, for example C('0644'); required unless C(state=absent).

@@ -50,10 +50,13 @@ class Run:
         self.facts: dict = {}
         self.failed_msgs: list[str] = []
         self.changed_tasks: list[str] = []
+        self.skipped_tasks: list[str] = []
         self.progress: list[str] = []
         for ev in runner.events:
             data = ev.get("event_data", {})
             res = data.get("res", {})
+            if ev.get("event") == "runner_on_skipped":
+                self.skipped_tasks.append(data.get("task", ""))
             if ev.get("event") == "runner_on_ok":
                 facts = res.get("ansible_facts", {})
                 if "model_store_facts" in facts:
@@ -158,6 +161,16 @@ def test_first_download_then_nothing(tmp_path, hub):
     assert second.changed_tasks == []
     assert len(h.requests()) == before, "the second run asked the Hub again"
     assert second.facts["tiny"]["commit"] == commit
+    # the probe found the store as the role makes it: its task did not run
+    assert "Create the store" in second.skipped_tasks
+
+    # a store whose mode changed is found by the same probe and fixed, nothing fetched again
+    (tmp_path / "store").chmod(0o700)
+    third = run_role(tmp_path, [model(h)])
+    assert third.rc == 0, third.output
+    assert third.changed_tasks == ["Create the store"]
+    assert (tmp_path / "store").stat().st_mode & 0o7777 == 0o755
+    assert len(downloads(h)) == 5
 
 
 def test_corrupted_download_is_fetched_again(tmp_path, hub):

@@ -120,6 +120,36 @@ def test_other_owner_and_missing_directory_and_present_absent(tmp_path):
     ]
 
 
+def test_a_numeric_owner_and_group_are_the_ids_as_file_takes_them(tmp_path):
+    """Digits are a uid or gid, as ansible.builtin.file reads them: the file's own ids are clean whether the
+    node has a name for them or not (an unprivileged container's root, 100000, has none on its host); any
+    other id is drift naming both."""
+    path = tmp_path / "d"
+    path.mkdir(mode=0o755)
+    path.chmod(0o755)
+    uid, gid = os.getuid(), os.getgid()
+    want = {"path": str(path), "state": "directory", "mode": "0755"}
+    assert drift_of([dict(want, owner=str(uid), group=str(gid))])["drift"] == []
+    assert drift_of([dict(want, owner=ME, group=str(gid))])["drift"] == []
+    assert drift_of([dict(want, owner=str(uid + 100000))])["drift"] == [
+        f"{path}: owned by {ME}:{MY_GROUP}, wanted {uid + 100000}:{MY_GROUP}"
+    ]
+    assert drift_of([dict(want, group=str(gid + 1))])["drift"] == [
+        f"{path}: owned by {ME}:{MY_GROUP}, wanted {ME}:{gid + 1}"
+    ]
+
+
+@given(wanted=st.integers(min_value=0, max_value=4_294_967_295), found=st.integers(min_value=0, max_value=2**32 - 1))
+def test_property_a_numeric_id_matches_exactly_its_number(wanted, found):
+    assert ns._same_id(str(wanted), str(found), found) == (wanted == found)
+
+
+@pytest.mark.parametrize("value", ["01", "-1", "1e3", "12345678901", " 0", "0\n", "\uff11", "root\n"])
+def test_an_id_that_is_not_plain_digits_is_refused_naming_the_field(value):
+    with pytest.raises(ns.StateError, match=r"files\[0\] \(/x\): owner must be a user or group name"):
+        ns.check_wants([{"path": "/x", "state": "directory", "owner": value, "mode": "0755"}], [], [], [])
+
+
 def test_a_file_larger_than_the_hash_limit_is_drift_not_read_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(ns, "MAX_HASHED_BYTES", 10)
     path = tmp_path / "big"

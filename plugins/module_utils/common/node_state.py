@@ -11,14 +11,15 @@ tasks run and fix it, so a changed file is found as before.
 
 ``check_wants`` schema-checks the wants (they come from an inventory through a role): absolute
 paths without control characters or ``..``, a known state, an octal mode, a 64-hex sha256, owner
-and group names. It returns them normalised or raises ``StateError`` naming the entry and the field.
+and group names or numeric ids. It returns them normalised or raises ``StateError`` naming the entry and the field.
 
 ``observe`` reads one path with ``lstat`` (symlinks are not followed), the keys of
 ``ansible.builtin.stat`` that roles read: exists, isreg, isdir, islnk, mtime, lnk_target, lnk_source. As
 that module, it fails (``OSError``) where a parent is not a directory.
 
 ``file_drift`` compares a want with the path as found: the type (a symlink is never the file or the
-directory wanted: ``copy`` and ``file`` would act on it), the owner and group by name, the mode bits
+directory wanted: ``copy`` and ``file`` would act on it), the owner and group by name or numeric id
+(as ``ansible.builtin.file`` takes them: digits are the id), the mode bits
 and, for a file, the sha256 of its bytes. It returns the reasons, each naming the path.
 
 ``account_drift`` compares a wanted user (primary group, supplementary groups where the node has
@@ -39,9 +40,12 @@ import stat
 STATES = ("file", "directory", "absent")
 # a file larger than this is not hashed: reported as drift (the writing task then compares it itself)
 MAX_HASHED_BYTES = 16 * 1024 * 1024
-_MODE = re.compile(r"^0?[0-7]{3,4}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+_MODE = re.compile(r"^0?[0-7]{3,4}\Z")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
+# a file's owner or group may also be a numeric id, as ansible.builtin.file takes it (an unprivileged
+# container's root is uid 100000 on its Proxmox host, a uid with no name there)
+_ID = re.compile(r"^(0|[1-9][0-9]{0,9})\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -61,6 +65,13 @@ def _name(value: object, where: str, field: str) -> str:
     if not isinstance(value, str) or not _NAME.match(value):
         raise StateError(f"{where}: {field} must be a user or group name, got {value!r}")
     return value
+
+
+def _owner(value: object, where: str, field: str) -> str | None:
+    """A file's wanted owner or group: None (not checked), a numeric id as digits, or a name."""
+    if value is None or (isinstance(value, str) and _ID.match(value)):
+        return value
+    return _name(value, where, field)
 
 
 def _flag(value: object, where: str, field: str) -> bool:
@@ -90,8 +101,7 @@ def check_wants(
             item["mode"] = int(mode, 8)
             # None: not checked (a writing task that does not set it leaves it as it is)
             for field in ("owner", "group"):
-                value = want.get(field)
-                item[field] = None if value is None else _name(value, f"{where} ({path})", field)
+                item[field] = _owner(want.get(field), f"{where} ({path})", field)
         if state == "file":
             digest = want.get("sha256")
             if not isinstance(digest, str) or not _SHA256.match(digest):
@@ -166,6 +176,11 @@ def _type_of(mode: int) -> str:
     return "special file"
 
 
+def _same_id(wanted: str, name: str, number: int) -> bool:
+    """Whether ``wanted`` (a name, or a numeric id as ``ansible.builtin.file`` takes one) is the owner found."""
+    return wanted == name or (_ID.match(wanted) is not None and int(wanted) == number)
+
+
 def file_drift(
     want: dict, lstat_result: os.stat_result | None, owner: str, group: str, sha256: str | None
 ) -> list[str]:
@@ -179,7 +194,9 @@ def file_drift(
     if found != want["state"]:
         return [f"{path}: is a {found}, wanted a {want['state']}"]
     reasons = []
-    if (want["owner"] is not None and owner != want["owner"]) or (want["group"] is not None and group != want["group"]):
+    owner_ok = want["owner"] is None or _same_id(want["owner"], owner, lstat_result.st_uid)
+    group_ok = want["group"] is None or _same_id(want["group"], group, lstat_result.st_gid)
+    if not (owner_ok and group_ok):
         reasons.append(f"{path}: owned by {owner}:{group}, wanted {want['owner'] or owner}:{want['group'] or group}")
     if stat.S_IMODE(lstat_result.st_mode) != want["mode"]:
         reasons.append(f"{path}: mode {stat.S_IMODE(lstat_result.st_mode):04o}, wanted {want['mode']:04o}")

@@ -72,3 +72,45 @@ def parse_pending_record(text: object, vmid: object, path: str = "the record") -
     if not isinstance(config, str) or not config.startswith("/") or any(c in config for c in "\x00\n\r"):
         raise PendingRecordError(f"{path}: config {config!r} is not an absolute path")
     return {"vmid": want, "hostname": hostname, "platform": platform, "config": config}
+
+
+# `pct list` (pve-container, PVE::CLI::pct): a header, then one row per container, printed with
+# "%-10s %-10s %-12s %-20s" (VMID, Status, Lock, Name); the lock column is blank when there is none
+_PCT_ROW = re.compile(r"([1-9][0-9]{2,8}) +([a-z]+)(?: +[A-Za-z0-9_-]+)*")
+_PCT_HEADER = re.compile(r"VMID +Status +Lock +Name")
+
+
+def running_vmids(text: object, platform: object, containers: object) -> list:
+    """The vmids of ``containers`` (the role's list: vmid, hostname) that run, from one read of the host,
+    each as the list gives it (an int, or the string of one), in the list's order.
+
+    ``text`` is what ``pct list`` prints (platform proxmox) or ``lxc-ls --running -1`` (platform lxc, one
+    running container's name per line). A container the host does not list, or lists in another state, is
+    not running. A line that is not of that format is an error naming it, so a change of the command's
+    output is seen, not read as "stopped" and acted on.
+    """
+    if platform not in PLATFORMS:
+        raise PendingRecordError(f"platform {platform!r} is not one of {list(PLATFORMS)}")
+    if not isinstance(text, str):
+        raise PendingRecordError(f"expected the output of the container listing, got {type(text).__name__}")
+    if not isinstance(containers, list) or not all(isinstance(c, Mapping) for c in containers):
+        raise PendingRecordError("containers must be a list of mappings (vmid, hostname)")
+    running: set[str] = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        row = line.strip()
+        if not row:
+            continue
+        if platform == "lxc":
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", row):
+                raise PendingRecordError(f"lxc-ls line {number}: {row[:80]!r} is not a container name")
+            running.add(row)
+            continue
+        if number == 1 and _PCT_HEADER.fullmatch(row):
+            continue
+        found = _PCT_ROW.fullmatch(row)
+        if found is None:
+            raise PendingRecordError(f"pct list line {number}: {row[:80]!r} is not a row of VMID, status, lock, name")
+        if found.group(2) == "running":
+            running.add(found.group(1))
+    key = "hostname" if platform == "lxc" else "vmid"
+    return [c["vmid"] for c in containers if str(c.get(key)) in running]
