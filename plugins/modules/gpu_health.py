@@ -130,9 +130,10 @@ options:
         C(gpufleet_gpu_health_timestamp_seconds)), for node-exporter's textfile collector.
       - The power series are written only for GPUs busy at the check, since the file is the reading of one moment
         and an idle GPU's draw would read as under-use to an alert that sees requests waiting later.
-      - The name must end in C(.prom) and its directory must exist (Debian's C(prometheus-node-exporter) reads
-        C(/var/lib/prometheus/node-exporter)). The file is replaced atomically, also when the task then fails
-        with O(fail_on), so the alert rules see a failure.
+      - The name must end in C(.prom). Its directory is created (mode C(0755)) where it is missing, not in check
+        mode; an existing one is left as it is (Debian's C(prometheus-node-exporter) reads
+        C(/var/lib/prometheus/node-exporter), which role fleet_monitoring keeps). The file is replaced
+        atomically, also when the task then fails with O(fail_on), so the alert rules see a failure.
       - The task is C(changed) only when the file says something new; the time of the check alone is not a change.
     type: path
   fail_on:
@@ -363,7 +364,7 @@ def run_module() -> None:
         try:
             text = render(result, time.time())
             if written:
-                changed = write_textfile(path, text)
+                changed = write_textfile(path, text, create_dir=True)
         except MetricsError as exc:
             module.fail_json(msg=f"GPU health: {result['verdict']}; the textfile was not written: {exc}", **result)
         result["textfile"] = {"path": path, "written": written}

@@ -24,7 +24,8 @@ description:
   - Anything else is drift, reported with a reason that names the path or the account. A role runs
     its normal tasks when there is any drift, so a changed file is found and fixed as before.
   - Also reads the paths of O(paths) as M(ansible.builtin.stat) with C(follow=false) would, so a
-    role reads several paths in the same call.
+    role reads several paths in the same call, and lists the directories of O(list_dirs) as
+    M(ansible.builtin.find) would.
   - Also reads, with one C(dpkg-query), whether the Debian packages of O(packages) are installed and
     those of O(held) on hold, so that a role runs its apt tasks (each a load of apt's cache) only for
     what is missing (docs/connection.md, "Lever C for apt"). The rule is conservative. A package counts
@@ -137,6 +138,15 @@ options:
     type: list
     elements: str
     default: []
+  list_dirs:
+    description:
+      - Directories whose entries to list (RV(listed)), as M(ansible.builtin.find) with C(recurse=false),
+        C(hidden=false) and C(follow=false) lists them, so that a role that prunes a directory reads it in the
+        same call. A directory that does not exist lists nothing; one of more than 4,096 entries fails the task
+        naming it.
+    type: list
+    elements: str
+    default: []
   package_files:
     description:
       - Debian packages whose files to list (RV(package_files)); a package dpkg does not have lists none.
@@ -224,6 +234,21 @@ package_files:
   type: dict
   sample:
     cuda-keyring: ["/usr/share/keyrings/cuda-archive-keyring.gpg", "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"]
+listed:
+  description:
+    - Each directory of O(list_dirs) with its entries whose names do not start with a dot, sorted by name, each with
+      C(name), C(path) and the keys of RV(stat).
+  returned: always
+  type: dict
+  sample:
+    /opt/sglang/releases:
+      - name: sglang-0.5.23-0123456789
+        path: /opt/sglang/releases/sglang-0.5.23-0123456789
+        exists: true
+        isreg: false
+        isdir: true
+        islnk: false
+        mtime: 1796563200.5
 diversions:
   description:
     - Each path of O(diversions) with its diversion's C(holder) and C(divert), both null where it is not diverted.
@@ -256,6 +281,7 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.common.dpkg_status
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.node_state import (
     StateError,
     check_wants,
+    list_directory,
     read_state,
 )
 from ansible_collections.gpufleet.sglang.plugins.module_utils.common.unit_state import (
@@ -318,6 +344,23 @@ def read_package_files(module: AnsibleModule, names: list) -> dict:
     return listed
 
 
+def read_listings(module: AnsibleModule, paths: list) -> dict:
+    """``{path: [entry, ...]}``: each directory's entries (hidden names left out), as find would list them."""
+    if not paths:
+        return {}
+    try:
+        checked = check_wants([], [], [], paths)[3]
+    except StateError as exc:
+        module.fail_json(msg=f"node_state: bad input: list_dirs: {exc}")
+    listed = {}
+    for path in checked:
+        try:
+            listed[path] = list_directory(path)
+        except OSError as exc:
+            module.fail_json(msg=f"node_state: cannot list {exc.filename or path}: {exc.strerror or exc}")
+    return listed
+
+
 def read_diversions(module: AnsibleModule, paths: list) -> dict:
     """``{path: {"holder": ..., "divert": ...}}`` from dpkg-divert, as community.general.dpkg_divert reads it."""
     if not paths:
@@ -368,6 +411,7 @@ def main() -> None:
             "units": {"type": "list", "elements": "str", "default": []},
             "package_files": {"type": "list", "elements": "str", "default": []},
             "diversions": {"type": "list", "elements": "str", "default": []},
+            "list_dirs": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -387,6 +431,7 @@ def main() -> None:
         **read_packages(module, params["packages"], params["held"]),
         package_files=read_package_files(module, params["package_files"]),
         diversions=read_diversions(module, params["diversions"]),
+        listed=read_listings(module, params["list_dirs"]),
         now=time.time(),
     )
 

@@ -364,6 +364,19 @@ def role_undoes_a_killed_patch_run(tmp_path: Path, release: Path, facts: dict, m
     assert json.loads((release / "gpufleet-release.json").read_text()) == manifest
 
 
+def old_releases_and_what_find_would_not_list(releases: Path, elsewhere: Path) -> set[str]:
+    """Two releases older than the installed ones (the prune removes the oldest first, never current or
+    previous) and what find does not list (a hidden directory, a symlink, a file), which the prune leaves
+    alone; returns the names of the latter."""
+    for age, name in enumerate(["sglang-0.5.1-00000000aa", "sglang-0.5.2-00000000bb"]):
+        (releases / name).mkdir()
+        os.utime(releases / name, (1_000_000 + age, 1_000_000 + age))
+    (releases / ".sglang-0.4.0-partial").mkdir()
+    (releases / "linked").symlink_to(elsewhere)
+    (releases / "notes.txt").write_text("kept\n")
+    return {".sglang-0.4.0-partial", "linked", "notes.txt"}
+
+
 def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     root = tmp_path / "opt-sglang"
 
@@ -423,13 +436,22 @@ def test_role_installs_patches_switches_and_keeps_previous(tmp_path):
     assert stat.S_IMODE((release / "gpufleet-release.json").stat().st_mode) == 0o644
     assert stat.S_IMODE(release.stat().st_mode) == 0o755
 
+    unlisted = old_releases_and_what_find_would_not_list(root / "releases", tmp_path)
     third = play(tmp_path, ROLE_PLAY, role_vars(tmp_path, "0.5.13"))
     assert third.rc == 0, third.output
     new = json.loads((tmp_path / "facts.json").read_text())
     assert new["patch_state"] == "enabled_upstream"
-    assert os.readlink(root / "current") == new["release_dir"]
-    assert os.readlink(root / "previous") == str(release)
-    assert new["previous_release_dir"] == str(release)
+    assert (os.readlink(root / "current"), os.readlink(root / "previous"), new["previous_release_dir"]) == (
+        new["release_dir"],
+        str(release),
+        str(release),
+    )
+    # sglang_keep_releases (3): the newest of the old ones stays beside current and previous
+    assert {p.name for p in (root / "releases").iterdir()} == unlisted | {
+        "sglang-0.5.2-00000000bb",
+        release.name,
+        Path(new["release_dir"]).name,
+    }
 
 
 # ---- bad input: the shared harness (extensions/molecule/common/bad_input.yml), on this machine ----------

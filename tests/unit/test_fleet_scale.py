@@ -336,7 +336,7 @@ PLAY [SGLang - release] ********************************************************
 TASK [Read the recorded deployment before the rollout] *************************
 ok: [n1]
 
-TASK [Look for the gateway's unit] *********************************************
+TASK [gpufleet.sglang.sglang_gateway : Look for the node's out-of-rotation mark and the gateway's unit] ***
 ok: [n1 -> gw({{ hostvars[proxmox_host].ansible_host }})]
 
 TASK [Note the gateway] ********************************************************

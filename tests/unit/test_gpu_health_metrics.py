@@ -182,6 +182,27 @@ def test_write_textfile_refuses_and_writes_nothing(tmp_path, name, message):
     assert os.listdir(tmp_path) == []
 
 
+def test_write_textfile_creates_a_missing_directory_when_asked_and_leaves_an_existing_one(tmp_path):
+    path = tmp_path / "node-exporter" / "sub" / "h.prom"
+    assert write_textfile(str(path), "x 1\n", create_dir=True) is True
+    assert path.read_text(encoding="utf-8") == "x 1\n"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o755"
+    path.parent.chmod(0o750)  # the node exporter's role owns an existing directory's mode
+    assert write_textfile(str(path), "x 2\n", create_dir=True) is True
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o750"
+
+
+def test_write_textfile_names_a_directory_it_cannot_create(tmp_path):
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    with pytest.raises(MetricsError, match=r"cannot create the directory .*/file/dir: Not a directory"):
+        write_textfile(str(tmp_path / "file" / "dir" / "h.prom"), "x 1\n", create_dir=True)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(MetricsError, match=r"does not exist \(create it"):
+        write_textfile(str(link / "h.prom"), "x 1\n", create_dir=True)
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_write_textfile_names_an_unreadable_old_file(tmp_path):
     (tmp_path / "h.prom").mkdir()
     with pytest.raises(MetricsError, match=r"h\.prom' cannot be read: Is a directory"):
@@ -226,10 +247,18 @@ def test_module_textfile_unchanged_on_the_same_verdict_and_untouched_in_check_mo
 
 
 def test_module_textfile_error_names_the_fix(tmp_path):
-    rc, result = run_gpu_health(tmp_path, module_args(textfile=str(tmp_path / "nowhere/h.prom")))
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    rc, result = run_gpu_health(tmp_path, module_args(textfile=str(tmp_path / "a-file/nowhere/h.prom")))
     assert rc == 1
     assert "the textfile was not written" in result["msg"]
-    assert "does not exist (create it" in result["msg"]
+    assert "cannot create the directory" in result["msg"]
+
+
+def test_module_creates_a_missing_textfile_directory(tmp_path):
+    rc, result = run_gpu_health(tmp_path, module_args(textfile=str(tmp_path / "node-exporter/h.prom")))
+    assert rc == 0, result
+    assert result["textfile"]["written"] is True
+    assert (tmp_path / "node-exporter" / "h.prom").is_file()
 
 
 def test_textfile_doc_lists_the_metrics():

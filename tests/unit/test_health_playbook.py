@@ -39,7 +39,6 @@ HEALTH_TASKS = {
     "Gathering Facts",
     "End the rollout in a run that only checks GPU health",
     "Check the node's GPUs",
-    "gpufleet.sglang.sglang_server : Create the textfile collector's directory",
     "gpufleet.sglang.sglang_server : Forget a kernel log read by an earlier check of this play",
     "gpufleet.sglang.sglang_server : Read the host's Xid lines (journalctl -k)",
     "gpufleet.sglang.sglang_server : Read the host's kernel ring buffer (dmesg)",
@@ -126,8 +125,9 @@ def test_health_only_run_checks_every_node_prints_one_line_each_and_deploys_noth
     assert "\ngpufleet_node_health 2\n" in node1
     assert "\ngpufleet_gpu_count 7\n" in node1
     assert "\ngpufleet_node_health 0\n" in (tmp_path / "node2/gpufleet_gpu_health.prom").read_text(encoding="utf-8")
-    # the first run creates each node's textfile directory and writes its textfile
-    assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M) == ["2", "2", "2"]
+    # the first run creates each node's textfile directory and writes its textfile: one change, gpu_health's
+    assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M) == ["1", "1", "1"]
+    assert oct((tmp_path / "node1").stat().st_mode & 0o777) == "0o755"
     # the same verdicts again: the textfiles are rewritten but nothing is reported changed
     again = playbook(tmp_path, ["node1", "node2", "node3"], "site.yml", "--tags", "health").expect(0)
     assert re.findall(r"^node\d\s+: ok=\d+\s+changed=(\d+)", again.stdout, re.M) == ["0", "0", "0"]

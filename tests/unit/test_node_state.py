@@ -19,6 +19,7 @@ import re
 import time
 from pathlib import Path
 
+import ansible.modules.find as ansible_find
 import ansible.modules.stat as ansible_stat
 import pytest
 from hypothesis import given, settings
@@ -620,3 +621,85 @@ def test_a_diversion_that_is_not_dpkg_diverts_format_fails_the_task_naming_it(tm
     rc, result = run_module(MODULE, {"diversions": ["/etc/a.list"]}, tmp_path, env=env)
     assert rc != 0
     assert result["msg"].startswith("node_state: dpkg-divert --listpackage /etc/a.list is not one line of text"), result
+
+
+# --------------------------------------------------------------------------- listing a directory
+
+
+def make_tree(root: Path, names: dict[str, str]) -> None:
+    """``names``: entry name -> 'dir', 'file', 'link-dir' (a symlink to a directory) or 'link-none'."""
+    root.mkdir(exist_ok=True)
+    (root / ".." / "elsewhere").resolve().mkdir(exist_ok=True)
+    for name, kind in names.items():
+        path = root / name
+        if kind == "dir":
+            path.mkdir()
+        elif kind == "file":
+            path.write_text("x", encoding="utf-8")
+        elif kind == "link-dir":
+            path.symlink_to((root / ".." / "elsewhere").resolve())
+        else:
+            path.symlink_to(root / "no-such-target")
+
+
+def test_listing_leaves_out_hidden_names_and_reports_links_as_links(tmp_path):
+    root = tmp_path / "releases"
+    make_tree(root, {"a": "dir", ".partial": "dir", "b.txt": "file", "c": "link-dir", "d": "link-none"})
+    listed = ns.list_directory(str(root))
+    assert [e["name"] for e in listed] == ["a", "b.txt", "c", "d"]
+    by_name = {e["name"]: e for e in listed}
+    assert by_name["a"]["isdir"]
+    assert not by_name["a"]["islnk"]
+    assert by_name["b.txt"]["isreg"]
+    assert by_name["c"]["islnk"]
+    assert not by_name["c"]["isdir"]
+    assert by_name["a"]["path"] == str(root / "a")
+    assert ns.list_directory(str(tmp_path / "absent")) == []
+
+
+def test_listing_refuses_a_file_and_a_directory_of_too_many_entries(tmp_path):
+    (tmp_path / "f").write_text("", encoding="utf-8")
+    with pytest.raises(NotADirectoryError):
+        ns.list_directory(str(tmp_path / "f"))
+    make_tree(tmp_path / "many", {f"r{i}": "dir" for i in range(5)})
+    with pytest.raises(OSError, match="more than 4 entries to list"):
+        ns.list_directory(str(tmp_path / "many"), limit=4)
+    assert len(ns.list_directory(str(tmp_path / "many"), limit=5)) == 5
+
+
+@settings(max_examples=examples(25))
+@given(
+    names=st.dictionaries(
+        st.from_regex(r"\.?[A-Za-z0-9_-]{1,12}", fullmatch=True),
+        st.sampled_from(["dir", "file", "link-dir", "link-none"]),
+        max_size=8,
+    )
+)
+def test_property_the_directories_listed_are_the_ones_ansible_find_finds(tmp_path_factory, names):
+    """What the sglang role prunes by (its releases' directories and their mtimes) is what find returned."""
+    work = tmp_path_factory.mktemp("find")
+    root = work / "dir"
+    make_tree(root, names)
+    # a copy: run from ansible/modules, the module would import that directory's tempfile.py for the stdlib's
+    find = work / "find_module.py"
+    find.write_bytes(Path(ansible_find.__file__).read_bytes())
+    rc, found = run_module(find, {"paths": [str(root)], "file_type": "directory", "recurse": False}, work)
+    assert rc == 0, found
+    want = {f["path"]: f["mtime"] for f in found["files"]}
+    got = {e["path"]: e["mtime"] for e in ns.list_directory(str(root)) if e["isdir"] and not e["islnk"]}
+    assert got == want
+
+
+def test_module_lists_directories_and_names_a_bad_one(tmp_path):
+    make_tree(tmp_path / "d", {"one": "dir", ".hidden": "dir"})
+    rc, result = run_module(MODULE, {"list_dirs": [str(tmp_path / "d"), str(tmp_path / "gone")]}, tmp_path)
+    assert rc == 0, result
+    assert [e["name"] for e in result["listed"][str(tmp_path / "d")]] == ["one"]
+    assert result["listed"][str(tmp_path / "gone")] == []
+    rc, result = run_module(MODULE, {"list_dirs": ["relative/dir"]}, tmp_path)
+    assert rc == 1
+    assert "node_state: bad input: list_dirs: " in result["msg"]
+    (tmp_path / "f").write_text("", encoding="utf-8")
+    rc, result = run_module(MODULE, {"list_dirs": [str(tmp_path / "f")]}, tmp_path)
+    assert rc == 1
+    assert f"node_state: cannot list {tmp_path / 'f'}: Not a directory" in result["msg"]

@@ -30,6 +30,7 @@ them, home that exists, shell) with the passwd and group databases as read.
 
 from __future__ import annotations
 
+import errno
 import grp
 import hashlib
 import os
@@ -237,6 +238,34 @@ def account_drift(
     if passwd.pw_shell != want["shell"]:
         reasons.append(f"user {name}: shell {passwd.pw_shell}, wanted {want['shell']}")
     return reasons
+
+
+# the entries listed of one directory at most: a directory holding more is an error naming it, not a
+# reply of unbounded size (a releases directory holds a few, a pending-restart directory one per container)
+MAX_LISTED = 4096
+
+
+def list_directory(path: str, limit: int = MAX_LISTED) -> list[dict]:
+    """The entries of directory ``path`` whose names do not start with a dot, as ``ansible.builtin.find``
+    (``hidden: false``, ``recurse: false``, ``follow: false``) sees them: each with ``name``, ``path`` and the
+    keys of :func:`observe`, sorted by name. A path that does not exist lists nothing; more than ``limit``
+    entries, or a path that is not a directory, is an ``OSError`` naming it."""
+    try:
+        with os.scandir(path) as entries:
+            names = []
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                names.append(entry.name)
+                if len(names) > limit:
+                    raise OSError(errno.E2BIG, f"more than {limit} entries to list", path)
+    except FileNotFoundError:
+        return []
+    listed = []
+    for name in sorted(names):
+        full = os.path.join(path, name)
+        listed.append({"name": name, "path": full, **observe(full)})
+    return listed
 
 
 def read_state(files: list[dict], users: list[dict], groups: list[str], paths: list[str]) -> dict:

@@ -173,17 +173,27 @@ def same_but_time(old: str, new: str) -> bool:
     return content(old) == content(new)
 
 
-def write_textfile(path: str, text: str, same: Callable[[str, str], bool] = same_but_time) -> bool:
+def write_textfile(
+    path: str, text: str, same: Callable[[str, str], bool] = same_but_time, create_dir: bool = False
+) -> bool:
     """Put ``text`` at ``path`` atomically (a scrape reads the old file or the new one, never half of one).
 
     The collector reads only ``*.prom`` files of an existing directory: any other name, or a directory
-    that is missing, is a MetricsError naming the fix; nothing is written then. Returns whether the file
-    says something new (``same``, by default :func:`same_but_time`); it is rewritten in any case, so its
-    time is the check's.
+    that is missing, is a MetricsError naming the fix; nothing is written then. With ``create_dir`` a
+    missing directory (and its missing parents) is created, mode 0755, as the role's ``file`` task did
+    before the write; an existing one is left as it is (the node exporter's role keeps its mode). Returns
+    whether the file says something new (``same``, by default :func:`same_but_time`); it is rewritten in
+    any case, so its time is the check's.
     """
     if not path.endswith(".prom") or os.path.basename(path) == ".prom":
         raise MetricsError(f"textfile {path!r} does not end in .prom: the textfile collector reads only *.prom files")
     directory = os.path.dirname(os.path.abspath(path))
+    if create_dir and not os.path.lexists(directory):
+        try:
+            os.makedirs(directory, mode=0o755)
+            os.chmod(directory, 0o755)
+        except OSError as exc:
+            raise MetricsError(f"textfile {path!r}: cannot create the directory {directory}: {exc.strerror}") from None
     if not os.path.isdir(directory):
         raise MetricsError(
             f"textfile {path!r}: the directory {directory} does not exist (create it, or point textfile at the "
