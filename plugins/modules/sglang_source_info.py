@@ -39,8 +39,22 @@ options:
         C(site-packages) directory.
     type: path
     required: true
+  wanted_backends:
+    description:
+      - The MoE runner backends the caller wants autotuned. Only where every one of them is already in the
+        whitelist is O(kept_patch) checked.
+    type: list
+    elements: str
+    default: []
+  kept_patch:
+    description:
+      - A patch that may have been applied to O(path) before (role sglang keeps the autotune patch it applied
+        with the release). Where every backend of O(wanted_backends) is autotuned, the module checks with
+        C(patch --dry-run --batch --reverse --force --fuzz=0 -p1) whether the files hold exactly that patch,
+        and returns the answer in RV(kept_patch_reverses). Nothing is changed.
+    type: path
 notes:
-  - Stdlib only; runs on the target host.
+  - Stdlib only; runs on the target host. With O(kept_patch) it runs GNU C(patch) in dry-run mode.
 """
 
 EXAMPLES = r"""
@@ -111,6 +125,12 @@ autotune_file_pristine:
       (false once patched); null when no RECORD lists it (for example a source checkout).
   returned: always
   type: bool
+kept_patch_reverses:
+  description:
+    - Whether O(kept_patch) reverses cleanly against O(path) (the files hold that patch, applied); null where
+      it was not checked (no O(kept_patch), a wanted backend not autotuned, or no C(patch) on the host).
+  returned: always
+  type: bool
 whitelist:
   description: Where the whitelist is, for rendering a patch against the exact source found.
   returned: always
@@ -142,7 +162,11 @@ from ansible_collections.gpufleet.sglang.plugins.module_utils.sglang.source impo
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"path": {"type": "path", "required": True}},
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "wanted_backends": {"type": "list", "elements": "str", "default": []},
+            "kept_patch": {"type": "path"},
+        },
         supports_check_mode=True,
     )
     path = module.params["path"]
@@ -155,7 +179,22 @@ def main() -> None:
     except (RecursionError, MemoryError) as exc:
         limit = "recursion" if isinstance(exc, RecursionError) else "memory"
         module.fail_json(msg=f"reading SGLang source under {path} ran out of {limit}", path=path)
+    facts["kept_patch_reverses"] = None
+    kept = module.params["kept_patch"]
+    if kept and set(module.params["wanted_backends"]) <= set(facts["autotuned_backends"]):
+        facts["kept_patch_reverses"] = kept_patch_reverses(module, path, kept)
     module.exit_json(changed=False, **facts)
+
+
+def kept_patch_reverses(module: AnsibleModule, path: str, kept: str) -> bool | None:
+    """Whether ``kept`` reverses with no fuzz against ``path`` (a dry run: nothing is written)."""
+    patch = module.get_bin_path("patch")
+    if patch is None:
+        return None
+    rc, _out, _err = module.run_command(
+        [patch, "--dry-run", "--batch", "--reverse", "--force", "--fuzz=0", "-p1", "-d", path, "-i", kept]
+    )
+    return rc == 0
 
 
 if __name__ == "__main__":

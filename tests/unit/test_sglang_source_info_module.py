@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from lib.module import run_module as run_module_at
@@ -122,3 +123,50 @@ def test_deeply_nested_expression_fails_naming_the_limit(tmp_path):
     assert rc != 0
     _no_traceback(result)
     assert f"cannot parse {MODEL_RUNNER} (SGLang 0.5.13): the parser ran out of memory" in result["msg"]
+
+
+def _kept_patch(root: Path, tmp_path: Path) -> Path:
+    """A -p1 patch that adds a comment line to the autotune file (as a patch kept with a release would)."""
+    original = (root / MODEL_RUNNER).read_text(encoding="utf-8")
+    lines = original.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(DECISION))
+    changed = [*lines[:at], "    # gpufleet: kept patch\n", *lines[at:]]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "f").write_text(original, encoding="utf-8")
+    (tmp_path / "b" / "f").write_text("".join(changed), encoding="utf-8")
+    diff = subprocess.run(
+        ["diff", "-u", "--label", f"a/{MODEL_RUNNER}", "--label", f"b/{MODEL_RUNNER}", "a/f", "b/f"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert diff.returncode == 1, diff.stderr
+    patch = tmp_path / "flashinfer-autotune.patch"
+    patch.write_text(diff.stdout, encoding="utf-8")
+    return patch
+
+
+def test_kept_patch_is_checked_only_when_every_wanted_backend_is_autotuned(tmp_path):
+    """The reverse dry-run role sglang ran as a task of its own: true once the files hold the kept patch,
+    false on the pristine file, null where it is not asked for or a wanted backend is not autotuned yet.
+    It never changes the file."""
+    root = install_wheel("0.5.12.post1", tmp_path / "sp")
+    patch = _kept_patch(root, tmp_path)
+    pristine = (root / MODEL_RUNNER).read_bytes()
+    args = {"path": str(root), "wanted_backends": ["flashinfer_trtllm"], "kept_patch": str(patch)}
+    rc, result = run_module(args, tmp_path)
+    assert rc == 0, result
+    assert result["kept_patch_reverses"] is False
+    subprocess.run(["patch", "--batch", "-p1", "-d", str(root), "-i", str(patch)], check=True, capture_output=True)
+    applied = (root / MODEL_RUNNER).read_bytes()
+    rc, result = run_module(args, tmp_path)
+    assert (rc, result["kept_patch_reverses"]) == (0, True), result
+    assert (root / MODEL_RUNNER).read_bytes() == applied  # a dry run
+    # flashinfer_cutlass is commented out in 0.5.12.post1: the role patches first, nothing to check yet
+    rc, result = run_module(dict(args, wanted_backends=["flashinfer_trtllm", "flashinfer_cutlass"]), tmp_path)
+    assert (rc, result["kept_patch_reverses"]) == (0, None), result
+    rc, result = run_module({"path": str(root)}, tmp_path)
+    assert (rc, result["kept_patch_reverses"]) == (0, None), result
+    assert applied != pristine
