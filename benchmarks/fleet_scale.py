@@ -68,10 +68,10 @@ SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
 # The no-op of the sglang play, counted in the lab's no-op log (`count --noop`, which also leaves out the
 # tasks that run only around a restart: the gateway detour, restart, readiness, gate, back in).
 # 20 remote before 2026-12-06's six reads of an unchanged release in role sglang (the calibration's no-op ran 20);
-# 14 since session 51's reads (the server's unit with its files, the gateway's unit with the node's mark, the
-# releases listed in the release's read, no textfile directory task), counted on lab-sglang2 and 3, which
-# counted 19 on the same lab before.
-SGLANG_NOOP = {"remote": 14, "local": 58}
+# 13 since session 51's reads (the server's unit with its files, the gateway's unit with the node's mark, the
+# releases listed in the release's read, no textfile directory task, the kept patch's dry-run in the source
+# read), counted on every node; the same lab counted 19 before.
+SGLANG_NOOP = {"remote": 13, "local": 58}
 CALIBRATION_SGLANG_NOOP = {"remote": 20, "local": 57}
 # The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
 # (remote includes the delegated read of the container's pending restart).
