@@ -344,16 +344,18 @@ def read_package_files(module: AnsibleModule, names: list) -> dict:
     return listed
 
 
+def _checked_paths(module: AnsibleModule, paths: list, option: str) -> list:
+    """The absolute paths of a path-list option, checked as ``paths`` is (a bad one fails naming the option)."""
+    try:
+        return check_wants([], [], [], paths)[3]
+    except StateError as exc:
+        module.fail_json(msg=f"node_state: bad input: {option}: {exc}")
+
+
 def read_listings(module: AnsibleModule, paths: list) -> dict:
     """``{path: [entry, ...]}``: each directory's entries (hidden names left out), as find would list them."""
-    if not paths:
-        return {}
-    try:
-        checked = check_wants([], [], [], paths)[3]
-    except StateError as exc:
-        module.fail_json(msg=f"node_state: bad input: list_dirs: {exc}")
     listed = {}
-    for path in checked:
+    for path in _checked_paths(module, paths, "list_dirs"):
         try:
             listed[path] = list_directory(path)
         except OSError as exc:
@@ -363,12 +365,9 @@ def read_listings(module: AnsibleModule, paths: list) -> dict:
 
 def read_diversions(module: AnsibleModule, paths: list) -> dict:
     """``{path: {"holder": ..., "divert": ...}}`` from dpkg-divert, as community.general.dpkg_divert reads it."""
-    if not paths:
+    checked = _checked_paths(module, paths, "diversions")
+    if not checked:
         return {}
-    try:
-        checked = check_wants([], [], [], paths)[3]
-    except StateError as exc:
-        module.fail_json(msg=f"node_state: bad input: diversions: {exc}")
     dpkg_divert = module.get_bin_path("dpkg-divert", required=True)
     found = {}
     for path in checked:
