@@ -46,7 +46,8 @@ options:
       - Fail when nvidia-smi is missing, the kernel module is not loaded, or userspace and kernel module
         versions differ.
       - With V(false) the module reports what it found (for example RV(kernel_module.loaded=false),
-        RV(driver_version=null)) and warns instead.
+        RV(driver_version=null)) and warns instead. So does a failing or unparsable C(nvidia-smi topo -m):
+        RV(topology) stays null and a warning says why (with V(true) it fails the task).
     type: bool
     default: true
 extends_documentation_fragment:

@@ -170,6 +170,25 @@ def test_other_failure_shows_exit_and_output(tmp_path, dev_dir):
     assert "failed with exit 15: Unable to determine the device handle" in result["msg"]
 
 
+def test_a_failing_topology_read_warns_without_require_driver_and_fails_with_it(tmp_path, dev_dir):
+    # the stand-in for everything but `topo -m`, which fails as a broken driver's does
+    smi = garbage_smi(
+        tmp_path,
+        "import os\n"
+        "if sys.argv[1:2] == ['topo']:\n"
+        "    print('Failed to initialize NVML: Unknown Error'); sys.exit(255)\n"
+        f"os.execv({str(STANDIN)!r}, [{str(STANDIN)!r}, *sys.argv[1:]])",
+    )
+    rc, result = run_module(tmp_path, base_args(dev_dir, nvidia_smi_path=str(smi), require_driver=False))
+    assert rc == 0, result
+    assert (result["driver_version"], result["gpu_count"]) == ("580.159.04", 8)
+    assert (result["topology"], result["links"], result["nccl_env"]) == (None, None, {})
+    assert "topo -m failed with exit 255: Failed to initialize NVML" in json.dumps(result["warnings"])
+    rc, result = run_module(tmp_path, base_args(dev_dir, nvidia_smi_path=str(smi)))
+    assert rc == 1
+    assert "topo -m failed with exit 255" in result["msg"]
+
+
 def test_bad_input_rejected(tmp_path, dev_dir):
     rc, result = run_module(tmp_path, base_args(dev_dir, topology="sometimes"))
     assert rc == 1

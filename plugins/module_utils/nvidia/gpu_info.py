@@ -211,4 +211,10 @@ def collect(result: dict, params: dict, which: Callable[[str], str | None], run:
     if query_driver:
         result["driver_version"] = query_driver  # the per-GPU query is authoritative for the userspace version
     if params["topology"] and result["gpus"]:
-        read_topology(result, smi, run)
+        try:
+            read_topology(result, smi, run)
+        except GpuInfoFailure as exc:
+            if params["require_driver"]:
+                raise
+            # a read before a change reports what it learnt: the topology stays null, and the warning says why
+            warnings.append(str(exc))
