@@ -70,8 +70,9 @@ SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
 # 20 remote before 2026-12-06's six reads of an unchanged release in role sglang (the calibration's no-op ran 20);
 # 13 since session 51's reads (the server's unit with its files, the gateway's unit with the node's mark, the
 # releases listed in the release's read, no textfile directory task, the kept patch's dry-run in the source
-# read), counted on every node; the same lab counted 19 before.
-SGLANG_NOOP = {"remote": 13, "local": 58}
+# read), counted on every node; the same lab counted 19 before. Since session 52 the gateway's liveness probe runs
+# once per batch (run_once), not once per node: 12 per node and 1 per batch (13 on the batch's first node).
+SGLANG_NOOP = {"remote": 12, "local": 58, "per_batch": 1}
 CALIBRATION_SGLANG_NOOP = {"remote": 20, "local": 57}
 # The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
 # (remote includes the delegated read of the container's pending restart).
@@ -93,8 +94,8 @@ CALIBRATION_OTHER_PLAYS = {
     "monitoring": {"remote": 13, "local": 10, "per": "gateway"},
 }
 OTHER_PLAYS = {
-    "proxmox_hosts": {"remote": 17, "local": 34, "per": "proxmox host"},
-    "gpu_nodes": {"remote": 9, "local": 19, "per": "node"},
+    "proxmox_hosts": {"remote": 13, "local": 34, "per": "proxmox host"},
+    "gpu_nodes": {"remote": 5, "local": 19, "per": "node"},
     "sglang_gateway": {"remote": 4, "local": 15, "per": "gateway"},
     "node_exporters": {"remote": 2, "local": 3, "per": "node"},
     "monitoring": {"remote": 2, "local": 10, "per": "gateway"},
@@ -165,12 +166,18 @@ def noop_s(p: Params, other: dict | None = None, sglang: dict | None = None) -> 
         "monitoring": 1,
     }
     out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in (other or OTHER_PLAYS).items()}
+    # a task that runs once per batch (run_once) costs one remote task per batch
+    once = sg.get("per_batch", 0)
     if p.plan and not p.serial:
-        out["sglang"] = tasks_s(p.nodes, SGLANG_PLAN["remote"], SGLANG_PLAN["local"], p) + tasks_s(
-            p.nodes, sg["remote"], sg["local"], p
+        out["sglang"] = (
+            tasks_s(p.nodes, SGLANG_PLAN["remote"], SGLANG_PLAN["local"], p)
+            + tasks_s(p.nodes, sg["remote"], sg["local"], p)
+            + tasks_s(1, once, 0, p)
         )
     else:
-        out["sglang"] = sum(tasks_s(b, sg["remote"], sg["local"], p) for b in batches(p) if b > 0)
+        out["sglang"] = sum(
+            tasks_s(b, sg["remote"], sg["local"], p) + tasks_s(1, once, 0, p) for b in batches(p) if b > 0
+        )
     return out
 
 
