@@ -46,8 +46,8 @@ options:
       - Fail when nvidia-smi is missing, the kernel module is not loaded, or userspace and kernel module
         versions differ.
       - With V(false) the module reports what it found (for example RV(kernel_module.loaded=false),
-        RV(driver_version=null)) and warns instead. So does a failing or unparsable C(nvidia-smi topo -m):
-        RV(topology) stays null and a warning says why (with V(true) it fails the task).
+        RV(driver_version=null)) and warns instead. So does a failing or unparsable C(nvidia-smi topo -m),
+        leaving RV(topology) null with a warning that says why (with V(true) it fails the task).
     type: bool
     default: true
 extends_documentation_fragment:
@@ -140,7 +140,8 @@ device_nodes:
 topology:
   description:
     - P2P matrix from nvidia-smi topo -m (C(X) self cells left out), with CPU/NUMA affinity per GPU.
-    - Null when O(topology=false) or no GPU is reported.
+    - Null when O(topology=false), when no GPU is reported, or when C(nvidia-smi topo -m) failed with
+      O(require_driver=false) (a warning says why).
   returned: always
   type: dict
   sample: {"gpus": ["GPU0", "GPU1"], "nics": [], "matrix": {"GPU0": {"GPU1": "NODE"}, "GPU1": {"GPU0": "NODE"}},
@@ -150,7 +151,7 @@ links:
     - What the P2P matrix says about the links between GPUs.
     - C(nvlink) is true when some pair of GPUs is joined by NVLink (C(NV<n>) cells); C(pcie_farthest)
       is the farthest PCIe path between two GPUs (C(PIX), C(PXB), C(PHB), C(NODE), C(SYS)), null
-      without a PCIe pair. Null when O(topology=false) or no GPU is reported.
+      without a PCIe pair. Null where RV(topology) is null.
   returned: always
   type: dict
   sample: {"gpu_count": 8, "nvlink": false, "pcie_farthest": "SYS"}
