@@ -339,7 +339,7 @@ ok: [n1]
 TASK [gpufleet.sglang.sglang_gateway : Look for the node's out-of-rotation mark and the gateway's unit] ***
 ok: [n1 -> gw({{ hostvars[proxmox_host].ansible_host }})]
 
-TASK [Note the gateway] ********************************************************
+TASK [Note the gateway and whether the node is out of it] **********************
 ok: [n1]
 
 TASK [gpufleet.sglang.sglang_server : Validating arguments against arg spec 'main' - x] ***
