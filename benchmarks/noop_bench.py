@@ -36,6 +36,7 @@ Exit status 1 when a run fails or a no-op run changed something.
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
 import re
@@ -76,10 +77,19 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
 
 
+def configured_callbacks(cfg: Path = REPO / "ansible.cfg") -> list[str]:
+    """The callbacks ansible.cfg enables (``callbacks_enabled`` of ``[defaults]``): a profiled run adds
+    profile_tasks to them, so that it runs what an unprofiled run (the bare play's) runs."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(cfg, encoding="utf-8")
+    value = parser.get("defaults", "callbacks_enabled", fallback="")
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 def run(args: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int]:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     if profile:
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join([*configured_callbacks(), "ansible.posix.profile_tasks"])
         env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "0"
     start = time.monotonic()
     out = subprocess.run(

@@ -92,3 +92,12 @@ def test_the_containers_connection_source_wins_over_group_vars(tmp_path):
     connections = {h: v.get("ansible_connection") for h, v in hostvars.items()}
     assert {h: connections[h] for h in hosts} == dict.fromkeys(hosts, "gpufleet.sglang.pct_pipelined")
     assert all(c != "gpufleet.sglang.pct_pipelined" for h, c in connections.items() if h not in hosts)
+
+
+def test_a_profiled_run_keeps_the_callbacks_ansible_cfg_enables(tmp_path: Path):
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text("[defaults]\ncallbacks_enabled = gpufleet.sglang.preload , ansible.posix.timer\nforks = 5\n")
+    assert noop_bench.configured_callbacks(cfg) == ["gpufleet.sglang.preload", "ansible.posix.timer"]
+    cfg.write_text("[defaults]\nforks = 5\n")
+    assert noop_bench.configured_callbacks(cfg) == []
+    assert "gpufleet.sglang.preload" in noop_bench.configured_callbacks()
