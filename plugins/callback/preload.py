@@ -15,7 +15,7 @@ description:
     from a collection is loaded in that worker, and loading it parses the plugin's documentation (its options) into
     Ansible's configuration, because the main process never loaded it. For this collection's
     P(gpufleet.sglang.pct_ssh#connection), whose options are all of C(ansible.builtin.ssh)'s, that is about 25 ms of
-    controller CPU for every task on a container (measured, docs/connection.md, "Lever F").
+    controller CPU for every task on a container (measured, docs/connection.md, "Lever E").
   - This callback loads the plugins named in O(connections) in the main process when the playbook starts, so every
     worker inherits their configuration and parses nothing. It changes no result, no option and no output.
   - A name that is not a connection plugin, or one that fails to load (for example
