@@ -47,6 +47,8 @@ HEALTH_TASKS = {
     "gpufleet.sglang.sglang_server : Check the GPUs (gpu_health)",
     "gpufleet.sglang.sglang_server : Publish sglang_server_gpu_health",
     "One line per node",
+    # the tune play's end (site.yml imports it with the tag never; its end is tagged always)
+    "End the play in a site.yml run without the tag tune",
 }
 
 
