@@ -51,6 +51,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # every run's output, for a second look (the table is computed from the same text)
 LOG_DIR = REPO / ".cache" / "noop-bench"
+# every run reads this configuration; a profiled run adds profile_tasks to the callbacks it enables
+ANSIBLE_CFG = REPO / "ansible.cfg"
 # the ansible-playbook of the interpreter running this script (the project's venv), PATH or not
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 STANDINS = "@tests/harness/lab-standins.yml"
@@ -77,7 +79,7 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
 
 
-def configured_callbacks(cfg: Path = REPO / "ansible.cfg") -> list[str]:
+def configured_callbacks(cfg: Path = ANSIBLE_CFG) -> list[str]:
     """The callbacks ansible.cfg enables (``callbacks_enabled`` of ``[defaults]``): a profiled run adds
     profile_tasks to them, so that it runs what an unprofiled run (the bare play's) runs."""
     parser = configparser.ConfigParser(interpolation=None)
@@ -87,7 +89,7 @@ def configured_callbacks(cfg: Path = REPO / "ansible.cfg") -> list[str]:
 
 
 def run(args: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_CFG), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     if profile:
         env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join([*configured_callbacks(), "ansible.posix.profile_tasks"])
         env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "0"
@@ -140,7 +142,7 @@ def containers(inventory: str) -> list[str]:
     out = subprocess.run(
         [str(Path(ANSIBLE_PLAYBOOK).parent / "ansible-inventory"), "-i", inventory, "--list"],
         cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_CFG)),
         capture_output=True,
         text=True,
         timeout=300,
