@@ -25,9 +25,6 @@ MOLECULE_JOBS ?= 1
 # `make test`: each stage's output goes to $(GPUFLEET_TEST_LOGS)/<stage>.log and is printed as one
 # block when the stage ends (tests/harness/stage.sh), so stages that overlap stay readable
 export GPUFLEET_TEST_LOGS ?= $(CURDIR)/.cache/test-logs
-# the test suites' code caches (tests/harness/pycache_site: module payloads' bytecode, the controllers'
-# compiled Jinja templates), for the molecule controllers (extensions/molecule/config.yml) as for pytest
-export GPUFLEET_TEST_PYCACHE_DIR ?= $(GPUFLEET_CACHE)/test-pycache
 
 .PHONY: fuzz-stats help venv harness images wheels lint sanity venv-newest newest integration-newest unit parser-venv integration molecule test lab lab-newest lab-down clean docs changelog changelog-release changelog-lint role-docs role-docs-write promtool
 
@@ -37,7 +34,7 @@ help:
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
 	@echo "make lab-newest   site.yml on the running lab with the newest supported toolchain (.venv-newest)"
 	@echo "make newest   unit suite and sanity on the newest supported toolchain (.venv-newest, Python 3.13)"
-	@echo "make integration-newest   the integration suite on it (a stage of make test)"
+	@echo "make integration-newest   the integration suite on it (not part of make test)"
 	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
 	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
@@ -84,7 +81,7 @@ newest: venv-newest wheels
 	HYPOTHESIS_PROFILE=matrix PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q -m "not parser_venv" tests/unit
 	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH bash tests/harness/sanity.sh
 
-# the integration suite on the newest toolchain (the stage integration-newest of make test; about 430 CPU s,
+# the integration suite on the newest toolchain (not a stage of make test: about 430 CPU s more on 2 cores,
 # what the same tests cost as the stage integration-other).
 # test_sglang_role.py is left out: its nodes are this machine with the controller's Python (3.13 here),
 # and the real SGLang wheels from 0.5.12 on are cp311 builds, made for the Debian 12 nodes' Python.
@@ -175,7 +172,6 @@ integration: venv images wheels
 # MOLECULE_JOBS scenarios at a time; every scenario runs even when another fails, and make fails
 # if any did (xargs exits 123)
 molecule: venv images
-	@install -d -m 0700 "$(GPUFLEET_TEST_PYCACHE_DIR)"
 	@printf '%s\n' $(SCENARIOS) | xargs -P $(MOLECULE_JOBS) -I{} bash -c \
 	  'echo "=== molecule test -s $$0"; start=$$SECONDS; \
 	   $(BIN)/molecule test -s $$0 && echo "=== $$0 passed in $$((SECONDS - start)) s"' {}
@@ -185,23 +181,20 @@ molecule: venv images
 # changelog, role docs and promtool checks: a stage like the others since lint alone before the
 # pool used one core for about a minute and a half while the other idled), the integration tests
 # (in two stages: the sglang role's real-wheel installs, and the rest), the unit tests and
-# ansible-test sanity, and on the newest ansible-core and ansible (.venv-newest, Python 3.13;
-# docs/supported-versions.md) the unit tests and sanity (`newest`) and the integration tests but the
-# sglang role's (`integration-newest`). Unit and sanity use about one core each; run alone before
-# the pool (as they did) they left the second core idle for ~15 min. The venvs are built before the
-# pool (two stages use .venv-newest).
+# ansible-test sanity, and the same two on the newest
+# ansible-core and ansible (`newest`: .venv-newest, Python 3.13; docs/supported-versions.md). Unit and sanity use about one
+# core each; run alone before the pool (as they did) they left the second core idle for ~15 min.
 # The critical path (TEST_CRITICAL, the fleet scenario: mostly waits on its servers, and the longest
 # stage) runs at normal priority, every other stage at niceness TEST_NICE: when both want the CPU,
 # the critical path gets it and the others fill the rest, instead of stretching the longest stage.
 # Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
 # wall time and how busy the machine was (from /proc/stat), also when a stage failed.
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
-TEST_STAGES ?= fleet integration-other integration-newest integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
 TEST_CRITICAL ?= fleet
 TEST_NICE ?= 5
-test: venv venv-newest harness images wheels parser-venv
-	@install -d -m 0700 "$(GPUFLEET_TEST_PYCACHE_DIR)"
+test: venv harness images wheels parser-venv
 	@rm -f "$(GPUFLEET_TEST_LOGS)/.failed"; \
 	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
@@ -211,7 +204,6 @@ test: venv venv-newest harness images wheels parser-venv
 	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=40 tests/integration/test_sglang_role.py ;; \
 	     integration-other) set -- $(BIN)/pytest -q --durations=40 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
-	     integration-newest) set -- $(MAKE) --no-print-directory integration-newest ;; \
 	     lint) set -- $(MAKE) --no-print-directory lint ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
