@@ -12,6 +12,12 @@ BIN       := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
+# Python keeps the bytecode it compiles (its default): an environment that sets PYTHONDONTWRITEBYTECODE (this
+# project's machines do) would have every process compile every module it imports from source, the venvs'
+# (installed without bytecode, below) and this collection's plugins alike, in each of make test's ~16,000
+# Ansible processes. (.pyc files and __pycache__ are git-ignored, and left out of sanity's tree and of
+# ansible-galaxy's builds.)
+unexport PYTHONDONTWRITEBYTECODE
 export PY_COLORS ?= 0
 # machine-level cache (image stamps, SGLang wheels, parser venv): outlives a fresh clone
 export GPUFLEET_CACHE ?= $(HOME)/.cache/gpufleet
@@ -34,12 +40,15 @@ help:
 	@echo "make lint | sanity | unit | integration | molecule [SCENARIOS='...'] | lab-down"
 	@echo "make lab-newest   site.yml on the running lab with the newest supported toolchain (.venv-newest)"
 	@echo "make newest   unit suite and sanity on the newest supported toolchain (.venv-newest, Python 3.13)"
-	@echo "make integration-newest   the integration suite on it (not part of make test)"
+	@echo "make integration-newest   the integration suite on it (a stage of make test)"
 	@echo "make docs     HTML docs site (antsibull-docs + Sphinx, warnings are errors) in .cache/docs/html"
 	@echo "make changelog | changelog-release   render CHANGELOG.md | fold changelogs/fragments into it"
 
-# uv installs the venvs' pins (the same files pip would read; on a warm cache a venv takes about 30 s,
-# bytecode compiled on both cores as pip compiles it, against about 75 s with pip). It lives in the
+# uv installs the venvs' pins (the same files pip would read). It does not compile them to bytecode
+# (no --compile-bytecode): Python compiles a module when a process first imports it and keeps the .pyc
+# in the venv, so only what the tools import is compiled, once. On a warm cache uv installs the dev venv
+# in about 2 s and 2 CPU s, against 35 s and 40 CPU s compiling every file of every package (2026-12-07),
+# and a fresh clone's make test builds two venvs. uv lives in the
 # machine-level cache, so a fresh clone does not install it again. Its version is the one the sglang
 # role installs on the nodes (sglang_uv_version in its defaults, read as lab.sh and the fleet read it).
 UV_VERSION ?= $(shell sed -n 's/^sglang_uv_version: "\(.*\)"$$/\1/p' roles/sglang/defaults/main.yml)
@@ -52,7 +61,7 @@ $(UV):
 
 $(VENV)/.stamp: requirements.txt requirements-dev.txt | $(UV)
 	python3 -m venv $(VENV)
-	$(UV) pip install -q --compile-bytecode --python $(PY) --upgrade-package pip pip -r requirements-dev.txt
+	$(UV) pip install -q --python $(PY) --upgrade-package pip pip -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -65,7 +74,7 @@ $(NEWEST_VENV)/.stamp: requirements.txt requirements-dev.txt requirements-newest
 	@[[ -n "$(PYTHON_NEWEST)" ]] || { echo "make venv-newest: no Python 3.13 found (looked for $(HOME)/.pyenv/versions/3.13.*/bin/python3 and python3.13 on PATH): install one (pyenv install 3.13) or pass PYTHON_NEWEST=/path/to/python3.13" >&2; exit 1; }
 	$(PYTHON_NEWEST) -m venv $(NEWEST_VENV)
 	sed -E '/^(ansible|ansible-core)==/d; /^-r /d' requirements.txt requirements-dev.txt > $(NEWEST_VENV)/shared-pins.txt
-	$(UV) pip install -q --compile-bytecode --python $(NEWEST_VENV)/bin/python --upgrade-package pip pip -r requirements-newest.txt -r $(NEWEST_VENV)/shared-pins.txt
+	$(UV) pip install -q --python $(NEWEST_VENV)/bin/python --upgrade-package pip pip -r requirements-newest.txt -r $(NEWEST_VENV)/shared-pins.txt
 	touch $@
 
 venv-newest: $(NEWEST_VENV)/.stamp
@@ -81,8 +90,8 @@ newest: venv-newest wheels
 	HYPOTHESIS_PROFILE=matrix PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH $(NEWEST_VENV)/bin/pytest -q -m "not parser_venv" tests/unit
 	PATH=$(CURDIR)/$(NEWEST_VENV)/bin:$$PATH bash tests/harness/sanity.sh
 
-# the integration suite on the newest toolchain (not a stage of make test: about 430 CPU s more on 2 cores,
-# what the same tests cost as the stage integration-other).
+# the integration suite on the newest toolchain (the stage integration-newest of make test; about as much
+# CPU as the stage integration-other).
 # test_sglang_role.py is left out: its nodes are this machine with the controller's Python (3.13 here),
 # and the real SGLang wheels from 0.5.12 on are cp311 builds, made for the Debian 12 nodes' Python.
 integration-newest: venv-newest images wheels
@@ -181,20 +190,22 @@ molecule: venv images
 # changelog, role docs and promtool checks: a stage like the others since lint alone before the
 # pool used one core for about a minute and a half while the other idled), the integration tests
 # (in two stages: the sglang role's real-wheel installs, and the rest), the unit tests and
-# ansible-test sanity, and the same two on the newest
-# ansible-core and ansible (`newest`: .venv-newest, Python 3.13; docs/supported-versions.md). Unit and sanity use about one
-# core each; run alone before the pool (as they did) they left the second core idle for ~15 min.
+# ansible-test sanity, and on the newest ansible-core and ansible (.venv-newest, Python 3.13;
+# docs/supported-versions.md) the unit tests and sanity (`newest`) and the integration tests but the
+# sglang role's (`integration-newest`). Unit and sanity use about one core each; run alone before
+# the pool (as they did) they left the second core idle for ~15 min. The venvs are built before the
+# pool (two stages use .venv-newest).
 # The critical path (TEST_CRITICAL, the fleet scenario: mostly waits on its servers, and the longest
 # stage) runs at normal priority, every other stage at niceness TEST_NICE: when both want the CPU,
 # the critical path gets it and the others fill the rest, instead of stretching the longest stage.
 # Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
 # wall time and how busy the machine was (from /proc/stat), also when a stage failed.
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
-TEST_STAGES ?= fleet integration-other integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
+TEST_STAGES ?= fleet integration-other integration-newest integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
 TEST_CRITICAL ?= fleet
 TEST_NICE ?= 5
-test: venv harness images wheels parser-venv
+test: venv venv-newest harness images wheels parser-venv
 	@rm -f "$(GPUFLEET_TEST_LOGS)/.failed"; \
 	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
@@ -204,6 +215,7 @@ test: venv harness images wheels parser-venv
 	     integration-sglang-role) set -- $(BIN)/pytest -q --durations=40 tests/integration/test_sglang_role.py ;; \
 	     integration-other) set -- $(BIN)/pytest -q --durations=40 tests/integration --ignore=tests/integration/test_sglang_role.py ;; \
 	     newest) set -- $(MAKE) --no-print-directory newest ;; \
+	     integration-newest) set -- $(MAKE) --no-print-directory integration-newest ;; \
 	     lint) set -- $(MAKE) --no-print-directory lint ;; \
 	     *) name=molecule-$$0; set -- $(BIN)/molecule test -s $$0 ;; esac; \
 	   case " $(TEST_CRITICAL) " in *" $$0 "*) nice_level=0 ;; *) nice_level=$(TEST_NICE) ;; esac; \
