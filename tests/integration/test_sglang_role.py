@@ -331,11 +331,20 @@ def steady_run_reads_the_release_once(tmp_path: Path, runs: tuple[Run, Run], fac
     assert facts["site_packages"] == platlib
     assert json.loads((tmp_path / "facts.json").read_text())["site_packages"] == platlib
     assert first.tasks["Find the venv's site-packages"] == ["runner_on_ok"]
+    # the second run reaches none of the install's or the journal's steps: each include is one skipped task
     for task in (
-        "Find the venv's site-packages",
-        "Look for an interrupted patch run's journal and the autotune patch kept with the release",
+        "Create the release's directories and venv, install SGLang",
+        "Read and undo an interrupted patch run",
+        "Write the release's files and switch current",
     ):
         assert second.tasks[task] == ["runner_on_skipped"], (task, second.tasks.get(task))
+    for task in (
+        "Find the venv's site-packages",
+        "Create the venv",
+        "Look for an interrupted patch run's journal and the autotune patch kept with the release",
+        "Point current at the verified release",
+    ):
+        assert task not in second.tasks, (task, second.tasks[task])
     role_undoes_a_killed_patch_run(tmp_path, Path(facts["release_dir"]), facts, manifest)
 
 
