@@ -107,6 +107,17 @@ options:
     description: Parallel file downloads.
     type: int
     default: 8
+  download:
+    description:
+      - With C(false), a look that downloads nothing. A snapshot already in the store, verified and
+        found whole by O(verify=quick), is checked and linked as with C(true) and the result is the
+        same; anything that needs the Hub's files (no snapshot of the commit yet, a file to fetch
+        again) or a revision to record anew returns RV(pending) instead, with nothing written. The
+        model_store role looks this way first, synchronously, and starts the followed (async)
+        download only for a pending model, so an unchanged store costs one module call.
+      - No effect in check mode, which never downloads.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -175,6 +186,13 @@ refetched:
   returned: success
   type: list
   elements: str
+pending:
+  description:
+    - With O(download=false) outside check mode, C(true) when the model needs what only a download does
+      (no verified snapshot of the commit, a file to fetch again, a revision to record anew); only
+      RV(commit) and RV(changed) (C(false)) come with it then. C(false) otherwise.
+  returned: success
+  type: bool
 """
 
 import os
@@ -436,8 +454,8 @@ def copy_local(src: str, dest: str, entries: list[dict]) -> None:
         ms.copy_regular(src, entry, dest)
 
 
-def resolve(module: AnsibleModule, api: Any, p: dict) -> tuple[str, bool]:
-    """The commit for the revision, and whether refs.json changed (or would)."""
+def resolve(module: AnsibleModule, api: Any, p: dict, *, write: bool = True) -> tuple[str, bool]:
+    """The commit for the revision, and whether refs.json changed (or would; written only with ``write``)."""
     if ms.is_commit(p["revision"]):
         return p["revision"], False
     refs_path = ms.record_path(p["store"], "refs.json")
@@ -462,7 +480,7 @@ def resolve(module: AnsibleModule, api: Any, p: dict) -> tuple[str, bool]:
         )
         changed = refs.get(key) != commit
         refs[key] = commit
-    if (changed or dropped) and not module.check_mode:
+    if (changed or dropped) and write and not module.check_mode:
         ms.write_json(refs_path, refs)
     return commit, changed or bool(dropped)
 
@@ -546,6 +564,7 @@ ARGUMENT_SPEC = {
     "reserve_bytes": {"type": "int", "default": 1073741824},
     "max_workers": {"type": "int", "default": 8},
     "token": {"type": "str", "no_log": True},
+    "download": {"type": "bool", "default": True},
 }
 
 
@@ -554,10 +573,11 @@ def no_stats() -> dict[str, Any]:
 
 
 def check_snapshot(
-    module: AnsibleModule, p: dict, commit: str, final: str, entries: list[dict], *, result: dict
-) -> tuple[dict[str, Any], bool]:
+    module: AnsibleModule, p: dict, commit: str, final: str, entries: list[dict], *, result: dict, looking: bool = False
+) -> tuple[dict[str, Any], bool] | None:
     """Verify a snapshot already in the store; repair the files that fail (fetched again into
-    .partial, verified, moved over). Returns (stats, whether anything changed or would)."""
+    .partial, verified, moved over). Returns (stats, whether anything changed or would), or None when
+    ``looking`` and a file fails (the repair is a download)."""
     stats = no_stats()
     partial = ms.partial_dir(p["store"], p["repo"], commit)
     failures, checked, verify_s = ms.verify_all(final, entries, full=p["verify"] == "full")
@@ -565,6 +585,8 @@ def check_snapshot(
         stats["verify_mb_per_s"] = round(checked / max(verify_s, 1e-6) / 1048576, 1)
     if not failures:
         return stats, False
+    if looking:
+        return None
     if module.check_mode:
         result["would_refetch"] = sorted(failures)
         return stats, True
@@ -625,16 +647,26 @@ def fetch(module: AnsibleModule, p: dict) -> dict[str, Any]:
     if p["source"] == "hub":
         set_client_factory(capped_client)
     api = HfApi(endpoint=p["endpoint"] or None, token=p["token"] or None)
-    commit, new_ref = resolve(module, api, p)
+    # a look (download: false) writes nothing and downloads nothing: what needs either is left pending
+    looking = not p["download"] and not module.check_mode
+    commit, new_ref = resolve(module, api, p, write=not looking)
+    pending = {"commit": commit, "changed": False, "pending": True}
+    if looking and new_ref:
+        return pending
     final = ms.snapshot_dir(p["store"], p["repo"], commit)
     link = ms.current_link(p["store"], p["name"])
     link_target = os.path.relpath(final, os.path.dirname(link))
     result: dict[str, Any] = {"commit": commit, "model_path": final, "huggingface_hub": huggingface_hub.__version__}
     marker_name = f"{p['repo']}/{commit}/{ms.MARKER}"
     marker = ms.read_record(p["store"], marker_name, "the snapshot's record", None)
+    if marker is None and looking:
+        return pending
     if marker is not None:
         entries = ms.check_marker(marker, os.path.join(p["store"], marker_name), p["repo"], commit)
-        stats, changed = check_snapshot(module, p, commit, final, entries, result=result)
+        checked = check_snapshot(module, p, commit, final, entries, result=result, looking=looking)
+        if checked is None:
+            return pending
+        stats, changed = checked
     else:
         entries = list_entries(module, api, p, commit)
         changed = True
@@ -646,6 +678,7 @@ def fetch(module: AnsibleModule, p: dict) -> dict[str, Any]:
     changed = update_link(module, link, link_target) or changed or new_ref
     result.update(stats)
     result.update(
+        pending=False,
         changed=changed,
         total_bytes=sum(e["size"] for e in entries),
         file_count=len(entries),

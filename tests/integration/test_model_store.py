@@ -163,6 +163,9 @@ def test_first_download_then_nothing(tmp_path, hub):
     assert second.facts["tiny"]["commit"] == commit
     # the probe found the store as the role makes it: its task did not run
     assert "Create the store" in second.skipped_tasks
+    # the look (one synchronous module call) found the snapshot whole: no followed download started
+    assert "Start fetching tiny" in second.skipped_tasks
+    assert "Look in the store for tiny" not in second.skipped_tasks
 
     # a store whose mode changed is found by the same probe and fixed, nothing fetched again
     (tmp_path / "store").chmod(0o700)
@@ -192,6 +195,67 @@ def test_full_verify_finds_a_file_damaged_on_disk(tmp_path, stored):
     assert full.rc == 0, full.output
     assert full.facts["tiny"]["refetched"] == ["config.json"]
     assert snap.joinpath("config.json").read_bytes() == good
+
+
+def test_a_file_cut_short_on_disk_is_fetched_again_by_the_followed_download(tmp_path, stored):
+    h, snap = stored
+    good = snap.joinpath("config.json").read_bytes()
+    snap.joinpath("config.json").write_bytes(good[:-3])
+    before = len(downloads(h))
+    run = run_role(tmp_path, [model(h)])
+    assert run.rc == 0, run.output
+    # the look found the size wrong and left it pending, writing nothing; the followed download repaired it
+    assert "Start fetching tiny" not in run.skipped_tasks
+    assert run.facts["tiny"]["refetched"] == ["config.json"]
+    assert snap.joinpath("config.json").read_bytes() == good
+    assert len(downloads(h)) == before + 1
+
+
+LOOK_PLAY = """
+- name: A look at the store (model_store_fetch with download false)
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Look
+      gpufleet.sglang.model_store_fetch:
+        store: "{{ store }}"
+        name: tiny
+        repo: gpufleet-test/tiny-moe
+        revision: "{{ revision }}"
+        endpoint: "{{ endpoint }}"
+        download: false
+      vars:
+        ansible_python_interpreter: "{{ venv }}/bin/python"
+      register: look
+    - name: Keep it
+      ansible.builtin.copy:
+        content: "{{ look | to_json }}"
+        dest: "{{ store }}.look.json"
+        mode: "0644"
+"""
+
+
+@pytest.mark.parametrize("revision", ["main", "commit"])
+def test_a_look_that_needs_a_download_writes_nothing_and_fetches_nothing(tmp_path, hub, revision):
+    h = hub("--size-mb", "1")
+    store = tmp_path / "store"
+    store.mkdir()
+    rev = tree_commit(h) if revision == "commit" else "main"
+    runner = ansible_runner.run(
+        private_data_dir=str(runner_data_dir(tmp_path, LOOK_PLAY)),
+        playbook="play.yml",
+        extravars={"store": str(store), "revision": rev, "endpoint": h.url, "venv": str(VENV)},
+        envvars=ansible_settings(),
+        quiet=True,
+        timeout=300,
+    )
+    assert runner.rc == 0, runner.stdout.read()
+    look = json.loads((tmp_path / "store.look.json").read_text())
+    assert look["pending"] is True
+    assert look["changed"] is False
+    assert len(look["commit"]) == 40
+    assert list(store.iterdir()) == [], "a look that needs a download wrote into the store"
+    assert downloads(h) == []
 
 
 def test_interrupted_download_resumes(tmp_path, hub):
@@ -246,6 +310,12 @@ def test_local_source_and_check_mode(tmp_path, downloaded):
 
 
 # -- a hostile Hub or mirror, a hostile local source, records of the wrong shape ----------------
+
+
+def tree_commit(h: HubStandIn) -> str:
+    """The commit the Hub stand-in's main points at."""
+    with urllib.request.urlopen(f"{h.url}/api/models/gpufleet-test/tiny-moe/revision/main", timeout=10) as resp:
+        return json.loads(resp.read())["sha"]
 
 
 def tree(h: HubStandIn) -> list[dict]:
