@@ -7,7 +7,9 @@ Run against the simulated lab after `make lab` (it changes nothing there):
 
     .venv/bin/python benchmarks/noop_bench.py [--inventory inventories/local] [--repeat 1]
 
-What it runs, each `--repeat` times (the figure is the median), timing the whole ansible-playbook:
+What it runs, each `--repeat` times (the figure is the median), timing the whole ansible-playbook; the runs
+go round by round (every row once, then again), so that a drift of the machine during the benchmark falls on the
+no-op and the bare play alike:
 
   site      ansible-playbook site.yml --skip-tags bench (as issue 15's figure), with
             ansible.posix.profile_tasks on: each play's share is read from its timestamps, so the
@@ -210,37 +212,48 @@ def bench_all(args: argparse.Namespace, extra: list[str], connection: str, tag: 
         )
         podman = ["-i", str(podman_inv)]
 
-        def bench(name: str, argv: list[str], profile: bool = False, noop: bool = False) -> list[tuple[float, str]]:
-            runs = []
-            for _run in range(args.repeat):
-                took, out, rc = run(argv, profile, log=f"{name}-{tag + '-' if tag else ''}{_run + 1}")
-                runs.append((took, out))
-                if rc != 0:
-                    problems.append(f"{name}: rc={rc}\n{out[-3000:]}")
-                if noop:
-                    changed = {h: r[1] for h, r in recap(out).items() if r[1]}
-                    if changed:
-                        problems.append(f"{name}: not a no-op, changed={changed}")
-                print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
-            return runs
+        def once(name: str, argv: list[str], n: int, profile: bool, noop: bool) -> tuple[float, str]:
+            took, out, rc = run(argv, profile, log=f"{name}-{tag + '-' if tag else ''}{n + 1}")
+            if rc != 0:
+                problems.append(f"{name}: rc={rc}\n{out[-3000:]}")
+            if noop:
+                changed = {h: r[1] for h, r in recap(out).items() if r[1]}
+                if changed:
+                    problems.append(f"{name}: not a no-op, changed={changed}")
+            print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
+            return took, out
 
-        site = bench("site.yml", [*inv, "site.yml", "--skip-tags", "bench"], profile=True, noop=True)
-        bare_all = bench("bare all", [*inv, str(bare), "-e", "bench_hosts=all"])
-        bare_ssh = bench("bare ssh", [*inv, str(bare), "-e", "bench_hosts=proxmox_hosts"])
-        bare_pct = bench("bare pct", [*inv, str(bare), "-e", "bench_hosts=proxmox_containers"])
+        # (name, argv, profiled, a no-op that must change nothing)
+        plan: list[tuple[str, list[str], bool, bool]] = [
+            ("site.yml", [*inv, "site.yml", "--skip-tags", "bench"], True, True),
+            ("bare all", [*inv, str(bare), "-e", "bench_hosts=all"], False, False),
+            ("bare ssh", [*inv, str(bare), "-e", "bench_hosts=proxmox_hosts"], False, False),
+            ("bare pct", [*inv, str(bare), "-e", "bench_hosts=proxmox_containers"], False, False),
+        ]
+        if args.podman_host:
+            plan += [
+                (
+                    "proxmox_hosts.yml (podman)",
+                    [*inv, *podman, "playbooks/proxmox_hosts.yml", "--skip-tags", "bench"],
+                    False,
+                    True,
+                ),
+                ("bare podman", [*inv, *podman, str(bare), "-e", "bench_hosts=proxmox_hosts"], False, False),
+            ]
+        # Round by round, every row once per round: a machine that gets slower or faster during the run
+        # (another load, its CPU's clock) moves the no-op and the bare play alike, not one side alone.
+        runs: dict[str, list[tuple[float, str]]] = {name: [] for name, *_rest in plan}
+        for n in range(args.repeat):
+            for name, argv, profile, noop in plan:
+                runs[name].append(once(name, argv, n, profile, noop))
+        site, bare_all, bare_ssh, bare_pct = (runs[name] for name in ("site.yml", "bare all", "bare ssh", "bare pct"))
         podman_rows: list[tuple[str, float, float]] = []
         if args.podman_host:
-            hosts_play = bench(
-                "proxmox_hosts.yml (podman)",
-                [*inv, *podman, "playbooks/proxmox_hosts.yml", "--skip-tags", "bench"],
-                noop=True,
-            )
-            bare_podman = bench("bare podman", [*inv, *podman, str(bare), "-e", "bench_hosts=proxmox_hosts"])
             podman_rows.append(
                 (
                     f"Podman (containers.podman.podman) to {args.podman_host}: playbooks/proxmox_hosts.yml",
-                    statistics.median(t for t, _out in hosts_play),
-                    statistics.median(t for t, _out in bare_podman),
+                    statistics.median(t for t, _out in runs["proxmox_hosts.yml (podman)"]),
+                    statistics.median(t for t, _out in runs["bare podman"]),
                 )
             )
 

@@ -5,6 +5,7 @@ changed counts from the recap: both on text shaped like ansible-playbook's own o
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -101,3 +102,18 @@ def test_a_profiled_run_keeps_the_callbacks_ansible_cfg_enables(tmp_path: Path):
     cfg.write_text("[defaults]\nforks = 5\n")
     assert noop_bench.configured_callbacks(cfg) == []
     assert "gpufleet.sglang.preload" in noop_bench.configured_callbacks()
+
+
+def test_the_runs_go_round_by_round_so_a_drift_falls_on_both_sides(monkeypatch, capsys):
+    logs: list[str] = []
+
+    def fake_run(argv: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int]:
+        logs.append(log)
+        return 1.0, OUTPUT.replace("changed=2", "changed=0"), 0
+
+    monkeypatch.setattr(noop_bench, "run", fake_run)
+    args = argparse.Namespace(inventory="inventories/local", repeat=2, podman_host="lab-pve1")
+    assert noop_bench.bench_all(args, [], "pct") == []
+    names = ["site.yml", "bare all", "bare ssh", "bare pct", "proxmox_hosts.yml (podman)", "bare podman"]
+    assert logs == [f"{name}-{n}" for n in (1, 2) for name in names]
+    assert "all hosts: site.yml --skip-tags bench" in capsys.readouterr().out
