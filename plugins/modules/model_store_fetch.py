@@ -190,7 +190,7 @@ pending:
   description:
     - With O(download=false) outside check mode, C(true) when the model needs what only a download does
       (no verified snapshot of the commit, a file to fetch again, a revision to record anew); only
-      RV(commit) and RV(changed) (C(false)) come with it then. C(false) otherwise.
+      RV(commit) and C(changed) (C(false)) come with it then. C(false) otherwise.
   returned: success
   type: bool
 """
