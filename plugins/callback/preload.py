@@ -38,6 +38,20 @@ options:
     ini:
       - section: callback_gpufleet_preload
         key: connections
+  collections:
+    description:
+      - The collections whose filter, test and lookup plugins are loaded in the main process.
+      - A worker looks a collection's filter up by importing the collection's filter files one after another until
+        one defines it, from their source, in every task whose templates use it. Loaded in the main process, every
+        worker inherits them.
+    type: list
+    elements: str
+    default: [gpufleet.sglang]
+    env:
+      - name: GPUFLEET_PRELOAD_COLLECTIONS
+    ini:
+      - section: callback_gpufleet_preload
+        key: collections
 """
 
 EXAMPLES = r"""
@@ -49,10 +63,12 @@ EXAMPLES = r"""
 # connections = gpufleet.sglang.pct_ssh, gpufleet.sglang.pct_pipelined
 """
 
+import pkgutil
 import re
+from importlib import import_module
 
 from ansible.plugins.callback import CallbackBase
-from ansible.plugins.loader import connection_loader
+from ansible.plugins.loader import connection_loader, filter_loader, lookup_loader, test_loader
 
 # a plugin name as a collection spells it: a short name, or namespace.collection.name
 PLUGIN_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}\Z")
@@ -76,6 +92,66 @@ def preload_problems(names: list, load) -> list[str]:
     return problems
 
 
+# a collection's name as Galaxy spells it: namespace.name, lower case
+COLLECTION_NAME = re.compile(r"\A[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
+# what a plugin file of each kind defines (Ansible's plugin contract): the class and its method that maps the names
+# it answers to onto functions; a lookup file is one plugin, named after the file
+JINJA_KINDS = {"filter": ("FilterModule", "filters"), "test": ("TestModule", "tests")}
+
+
+def plugin_names(collection: str, kind: str, package) -> list[str]:
+    """The fully qualified names of the ``kind`` plugins (filter, test, lookup) that the files of ``package`` (the
+    collection's plugin package, imported) define. Imports each file: the main process keeps them for the workers."""
+    names = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.ispkg or info.name.startswith("_"):
+            continue
+        if kind not in JINJA_KINDS:
+            names.append(f"{collection}.{info.name}")
+            continue
+        cls_name, method = JINJA_KINDS[kind]
+        module = import_module(f"{package.__name__}.{info.name}")
+        names.extend(f"{collection}.{name}" for name in getattr(getattr(module, cls_name)(), method)())
+    return names
+
+
+def preload_collection_problems(collections: list, loaders) -> list[str]:
+    """Load every filter, test and lookup plugin of each collection in ``collections`` through ``loaders`` (Ansible's
+    plugin loaders: ``type`` and ``get``); one message per name that is not a collection name, per collection that
+    is not installed, and per plugin file or plugin that failed to load (the others are loaded all the same)."""
+    problems = []
+    for collection in collections:
+        if not isinstance(collection, str) or not COLLECTION_NAME.match(collection):
+            problems.append(f"{collection!r} is not a collection name (namespace.name)")
+            continue
+        try:
+            import_module(f"ansible_collections.{collection}")
+        except ImportError:
+            problems.append(f"{collection}: no installed collection of that name")
+            continue
+        for loader in loaders:
+            try:
+                package = import_module(f"ansible_collections.{collection}.plugins.{loader.type}")
+            except ImportError:
+                continue  # the collection has no plugin of this kind
+            try:
+                names = plugin_names(collection, loader.type, package)
+            except Exception as exc:  # any failure here only costs speed: say it and go on
+                problems.append(
+                    f"{collection}'s {loader.type} plugins could not be listed: {type(exc).__name__}: {exc}"
+                )
+                continue
+            for name in names:
+                try:
+                    found = loader.get(name, class_only=True)
+                except Exception as exc:
+                    problems.append(f"{name} ({loader.type}) could not be loaded: {type(exc).__name__}: {exc}")
+                    continue
+                if found is None:
+                    problems.append(f"{name}: no {loader.type} plugin of that name")
+    return problems
+
+
 class CallbackModule(CallbackBase):
     """Loads the connection plugins of the option ``connections`` in the main process at the playbook's start."""
 
@@ -87,4 +163,7 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook) -> None:
         names = self.get_option("connections") or []
         for problem in preload_problems(names, lambda name: connection_loader.get(name, class_only=True)):
+            self._display.warning(f"gpufleet.sglang.preload: {problem}; it is loaded per task instead")
+        collections = self.get_option("collections") or []
+        for problem in preload_collection_problems(collections, (filter_loader, test_loader, lookup_loader)):
             self._display.warning(f"gpufleet.sglang.preload: {problem}; it is loaded per task instead")

@@ -2,8 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The callback gpufleet.sglang.preload (plugins/callback/preload.py): with it, real ansible-playbook parses the
-container connection's configuration once in its main process instead of once in every task's worker; names that
-are not connection plugins are warnings that name them, and the run goes on."""
+container connection's configuration once in its main process instead of once in every task's worker, and executes
+a collection's filter, test and lookup files once there instead of once in every task's worker that uses
+them; names that are not connection plugins or collections, and plugin files that fail, are warnings that name
+them, and the run goes on."""
 
 from __future__ import annotations
 
@@ -14,7 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lib.playbook import REPO, run_playbook
 
-from ansible_collections.gpufleet.sglang.plugins.callback.preload import PLUGIN_NAME, preload_problems
+from ansible_collections.gpufleet.sglang.plugins.callback.preload import (
+    COLLECTION_NAME,
+    PLUGIN_NAME,
+    preload_collection_problems,
+    preload_problems,
+)
 
 # Ansible's debug line for a plugin whose options it reads into its configuration (ANSIBLE_DEBUG=1); a worker
 # forked from ansible-playbook prints it again for a plugin the main process never loaded
@@ -106,3 +113,148 @@ def test_every_name_is_loaded_or_named_in_a_problem_and_nothing_else_is_loaded(n
     for name in names:
         if not (isinstance(name, str) and PLUGIN_NAME.match(name)):
             assert any(repr(name) in p for p in problems)
+
+
+# A collection of the test's own (tmp_path/ansible_collections/probe/counted) with one plugin of each kind the
+# callback loads (ansible-core loads action plugins in the main process itself); each file appends "<kind> <pid>"
+# to $PROBE_COUNT when Python executes it, i.e. once per process that imports it. A worker forked after the main
+# process imported it inherits it and executes nothing.
+PROBE_PLUGINS = {
+    "filter/doubled.py": "class FilterModule:\n    def filters(self):\n        return {'doubled': lambda v: v * 2}\n",
+    "test/even.py": "class TestModule:\n    def tests(self):\n        return {'even': lambda v: v % 2 == 0}\n",
+    "lookup/three.py": (
+        "from ansible.plugins.lookup import LookupBase\n\n\n"
+        "class LookupModule(LookupBase):\n    def run(self, terms, variables=None, **kwargs):\n        return [3]\n"
+    ),
+}
+COUNT = "import os\nwith open(os.environ['PROBE_COUNT'], 'a') as f:\n    f.write('{kind} %d\\n' % os.getpid())\n"
+PROBE_TASK = """
+    - name: Use every plugin {i}
+      ansible.builtin.assert:
+        that:
+          - (2 | probe.counted.doubled) == 4
+          - 4 is probe.counted.even
+          - query('probe.counted.three') == [3]
+"""
+PROBE_PLAY = """
+- name: The probe collection's plugins in several tasks
+  hosts: localhost
+  gather_facts: false
+  tasks:
+""" + "".join(PROBE_TASK.format(i=i) for i in range(TASKS))
+
+
+def probe_collection(root: Path, broken: str = "") -> Path:
+    """The probe collection under ``root``; ``broken`` names a plugin file (as in PROBE_PLUGINS) that raises when
+    it is executed, after counting."""
+    base = root / "ansible_collections" / "probe" / "counted"
+    (base / "meta").mkdir(parents=True)
+    (base / "meta" / "runtime.yml").write_text("requires_ansible: '>=2.16'\n")
+    for rel, body in PROBE_PLUGINS.items():
+        path = base / "plugins" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fail = "raise RuntimeError('this plugin file is broken on purpose')\n" if rel == broken else ""
+        path.write_text(COUNT.format(kind=rel.split("/")[0]) + fail + body)
+    return root
+
+
+def run_probe(tmp_path: Path, callbacks: str, broken: str = "", **env: str):
+    """The probe play through real ansible-playbook; what executed each plugin file, as {kind: [pid, ...]}."""
+    root = probe_collection(tmp_path / "probe", broken)
+    counts = tmp_path / f"counts-{callbacks}.txt"
+    (tmp_path / "play.yml").write_text(PROBE_PLAY)
+    result = run_playbook(
+        tmp_path / "play.yml",
+        inventory="localhost,",
+        env={
+            "ANSIBLE_CALLBACKS_ENABLED": callbacks,
+            "ANSIBLE_COLLECTIONS_PATH": f"{root}:{REPO / 'collections'}",
+            "GPUFLEET_PRELOAD_COLLECTIONS": "probe.counted",
+            "PROBE_COUNT": str(counts),
+            **env,
+        },
+        timeout=120,
+    )
+    executed: dict[str, list[int]] = {}
+    for line in counts.read_text().splitlines() if counts.exists() else []:
+        kind, pid = line.split()
+        executed.setdefault(kind, []).append(int(pid))
+    return result, executed
+
+
+def test_a_collections_plugin_files_run_once_in_the_main_process_with_it_and_once_per_task_without(tmp_path: Path):
+    without_result, without = run_probe(tmp_path / "without", "ansible.posix.profile_tasks")
+    with_result, with_it = run_probe(tmp_path / "with", "gpufleet.sglang.preload")
+    for result in (without_result, with_result):
+        result.expect(0)
+        assert "ok=3 " in result.stdout, result.tail()
+        assert "failed=0" in result.stdout, result.tail()
+    assert "gpufleet.sglang.preload:" not in with_result.output
+    for kind in ("filter", "test", "lookup"):
+        # without it: each task's worker executes the file again (a different process each time)
+        assert len(without[kind]) == TASKS, (kind, without)
+        assert len(set(without[kind])) == TASKS, (kind, without)
+        # with it: once, in the one process that then forked every worker
+        assert len(with_it[kind]) == 1, (kind, with_it)
+    assert len({pids[0] for pids in with_it.values()}) == 1, with_it
+
+
+def test_a_plugin_file_that_fails_is_a_warning_naming_it_and_the_others_are_loaded(tmp_path: Path):
+    result, executed = run_probe(tmp_path, "gpufleet.sglang.preload", broken="lookup/three.py")
+    # the play uses the broken lookup: each task fails on it, as it would without the callback
+    assert result.rc == 2, result.tail()
+    assert "gpufleet.sglang.preload: probe.counted.three (lookup) could not be loaded: " in result.output, result.tail()
+    assert "this plugin file is broken on purpose" in result.output
+    for kind in ("filter", "test"):
+        assert len(executed[kind]) == 1, (kind, executed)
+
+
+def test_names_that_are_no_installed_collection_are_warnings_and_the_run_goes_on(tmp_path: Path):
+    result, executed = run_probe(
+        tmp_path,
+        "gpufleet.sglang.preload",
+        GPUFLEET_PRELOAD_COLLECTIONS="probe.counted,probe.absent,../../etc",
+    )
+    result.expect(0)
+    assert "gpufleet.sglang.preload: probe.absent: no installed collection of that name" in result.output
+    assert "gpufleet.sglang.preload: '../../etc' is not a collection name (namespace.name)" in result.output
+    assert all(len(pids) == 1 for pids in executed.values()), executed
+
+
+class Loader:
+    """A plugin loader's two members the callback uses, recording what it was asked for."""
+
+    def __init__(self, kind: str):
+        self.type = kind
+        self.asked: list[str] = []
+
+    def get(self, name: str, class_only: bool = False):
+        self.asked.append(name)
+        return object()
+
+
+NAMES = st.one_of(st.text(max_size=30), st.integers(), st.none(), st.sampled_from(["a.b", "x.y_1", "A.b", "a.b.c"]))
+
+
+@given(st.lists(NAMES, max_size=6))
+def test_every_collection_name_is_loaded_or_named_in_a_problem(names):
+    loaders = [Loader(kind) for kind in ("filter", "test", "lookup")]
+    problems = preload_collection_problems(names, loaders)
+    # no such collection is installed here: every name is a problem, each named, and no loader was asked anything
+    assert len(problems) == len(names)
+    assert all(loader.asked == [] for loader in loaders)
+    for name, problem in zip(names, problems, strict=True):
+        if isinstance(name, str) and COLLECTION_NAME.match(name):
+            assert problem == f"{name}: no installed collection of that name"
+        else:
+            assert problem.startswith(f"{name!r} is not a collection name")
+
+
+def test_this_collections_plugins_load_through_the_loaders():
+    loaders = [Loader(kind) for kind in ("filter", "test", "lookup")]
+    assert preload_collection_problems(["gpufleet.sglang"], loaders) == []
+    filters, tests, lookups = (loader.asked for loader in loaders)
+    assert "gpufleet.sglang.rollout_serial" in filters
+    assert "gpufleet.sglang.sglang_server_args" in filters
+    assert tests == []
+    assert lookups == ["gpufleet.sglang.gate_last_run", "gpufleet.sglang.sglang_tuned_profile"]
