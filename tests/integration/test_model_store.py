@@ -161,8 +161,10 @@ def test_first_download_then_nothing(tmp_path, hub):
     assert second.changed_tasks == []
     assert len(h.requests()) == before, "the second run asked the Hub again"
     assert second.facts["tiny"]["commit"] == commit
-    # the probe found the store as the role makes it: its task did not run
-    assert "Create the store" in second.skipped_tasks
+    # the probe found the venv, its tooling and the store as the role makes them: none of their tasks ran, and
+    # their include was one skipped task
+    assert "Install what the look found missing (venv tooling, huggingface_hub, the store)" in second.skipped_tasks
+    assert "Create the store" not in second.skipped_tasks
     # the look (one synchronous module call) found the snapshot whole: no followed download started
     assert "Start fetching tiny" in second.skipped_tasks
     assert "Look in the store for tiny" not in second.skipped_tasks
