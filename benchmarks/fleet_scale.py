@@ -45,60 +45,47 @@ if str(REPO / "collections") not in sys.path:
 from ansible_collections.gpufleet.sglang.plugins.module_utils.fleet.rollout_plan import serial_batches
 
 # --------------------------------------------------------------------------- the lab's figures
-# Measured by the team on the five-host lab (issue 27; docs/fleet-scale.md, "Calibration"):
-# (2026-12-05: the medians of two runs through pct_pipelined, the inventories' connection then, side by side
-# with pct_ssh; docs/connection.md, "Lever D")
-LAB_NOOP_S = 146.5  # site.yml --skip-tags bench, nothing to change (benchmarks/noop_bench.py)
-LAB_BARE_S = 4.0  # a bare facts-and-ping play on the same hosts
+# Measured by the team on the five-host lab (issue 27; docs/fleet-scale.md, "Calibration"), session 57
+# (2026-12-07), the inventories' connection `pct_ssh` to the containers, OpenSSH with pipelining to the Proxmox host:
+# three plain `ansible-playbook site.yml --skip-tags bench` runs alternating with the code before this session's
+# levers (docs/connection.md, "Lever H"), each followed by a bare play.
+LAB_NOOP_S = 36.4  # site.yml --skip-tags bench, nothing to change: 36.85, 36.39, 36.06 s
+LAB_BARE_S = 3.6  # a bare facts-and-ping play on the same hosts: 3.64, 3.56, 3.48 s
 PCT_TASK_S = 1.2  # one task through community.proxmox.proxmox_pct_remote (three `pct exec`, no pipelining)
-# (2026-12-05: `tests/harness/lab.sh upgrade 0.5.13`, 0.5.12.post1 -> 0.5.13 at 60% of 11,091 tok/s)
-LAB_UPGRADE_S = 417.0  # rolling upgrade of the lab's 3 nodes, max_unavailable 1, under traffic
-LAB_DRAIN_S = 20.3  # its drains, the mean of the three its log prints (23.49, 21.65, 15.69 s)
-MOLECULE_UPGRADE_S = 316.0  # the same in molecule's fleet scenario (Podman connection)
+# `tests/harness/lab.sh upgrade 0.5.13`, 0.5.12.post1 -> 0.5.13 under open-loop traffic at 60% of the fleet's
+# capacity, on the same lab right after
+LAB_UPGRADE_S = 302.0  # rolling upgrade of the lab's 3 nodes, max_unavailable 1
+LAB_DRAIN_S = 16.6  # its drains, the mean of the three its log prints (19.7, 9.53, 20.57 s)
+MOLECULE_UPGRADE_S = 316.0  # the same in molecule's fleet scenario (Podman connection; 2026-12-05)
 GLM5_COLD_START_S = 450.0  # a GLM-5-NVFP4 node on 8 x RTX PRO 6000 to ready: about 7-8 minutes (public reports)
 # Measured for this model on the project's 2-core controller under a load of ~30 (ansible-core 2.19):
 # 200 hosts x 10 set_fact tasks, ansible_connection local, took 45 s at forks 10: 22 ms per host and task.
 CONTROLLER_S = 0.022
 
-# Tasks per host, counted by `fleet_scale.py count` in the lab's logs (tests/harness/lab.sh writes
-# them): the first converge (last-run.log) and the rolling upgrade (last-upgrade.log, every node
-# restarted). remote = module runs through the connection (loop items one each), local = answered
-# by the controller, retries = Ansible's until retries (each one a remote run).
-SGLANG_UPGRADE = {"remote": 75, "local": 111, "retries": 11}
-# The no-op of the sglang play, counted in the lab's no-op log (`count --noop`, which also leaves out the
-# tasks that run only around a restart: the gateway detour, restart, readiness, gate, back in).
-# 20 remote before 2026-12-06's six reads of an unchanged release in role sglang (the calibration's no-op ran 20);
-# 13 since session 51's reads (the server's unit with its files, the gateway's unit with the node's mark, the
-# releases listed in the release's read, no textfile directory task, the kept patch's dry-run in the source
-# read), counted on every node; the same lab counted 19 before. Since session 52 the gateway's liveness probe runs
-# once per batch (run_once), not once per node: 12 per node and 1 per batch (13 on the batch's first node); and
-# 48 controller tasks where there were 58 (role sglang's set_facts merged or made vars).
-SGLANG_NOOP = {"remote": 12, "local": 48, "per_batch": 1}
-CALIBRATION_SGLANG_NOOP = {"remote": 20, "local": 57}
-# The plan play before the order (every node in one pass), counted in the lab's no-op log of 2026-12-06
-# (remote includes the delegated read of the container's pending restart; 22 controller tasks before session 52).
-SGLANG_PLAN = {"remote": 5, "local": 19}
+# Tasks per host, counted by `fleet_scale.py count` in the logs of the same runs (noop_bench.py keeps each run's
+# output under .cache/noop-bench/, tests/harness/lab.sh the upgrade's under .cache/lab/last-upgrade.log):
+# remote = module runs through the connection (loop items one each; delegated ones included), local = tasks the
+# controller answers alone, each one a worker per host: set_fact, assert, the includes, the argument checks, and
+# the skipped tasks, whose condition a worker evaluates; retries = Ansible's until retries (each a remote run).
+SGLANG_UPGRADE = {"remote": 70, "local": 183, "retries": 14}
+# The release play of a no-op (`count --noop`, which also leaves out the tasks that run only around a restart: the
+# gateway detour, restart, readiness, gate, back in), per node; its first batch takes the plan's reads (Lever H).
+# per_batch: the order play's one read of the gateway's workers (run_once), once per run.
+SGLANG_NOOP = {"remote": 8, "local": 69, "per_batch": 1}
+# The plan and the order play before the rollout (every node in one pass), per node; remote includes the
+# delegated reads of the container's pending restart (the Proxmox host) and of the node's mark (the gateway host).
+SGLANG_PLAN = {"remote": 5, "local": 34}
 # The lab's no-op before and after on 2026-12-06 (benchmarks/noop_bench.py, the same lab, alternating): the sglang
 # plays with a batch per node and with the plan and one batch of steady nodes; the model's ratio is checked
 # against theirs (tests/unit/test_fleet_scale.py).
 LAB_NOOP_SGLANG_BATCHES_S = 50.0  # the median of four runs, alternating with the next
 LAB_NOOP_SGLANG_PLAN_S = 37.4  # the median of four runs
-# The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated): what the
-# calibration's no-op ran (LAB_NOOP_S), and what a no-op runs now (counted in the lab's no-op log of 2026-12-06,
-# after one node_state read for the NVIDIA driver's host tasks and apt repository, the gateway, monitoring and the
-# node exporter).
-CALIBRATION_OTHER_PLAYS = {
-    "proxmox_hosts": {"remote": 47, "local": 35, "per": "proxmox host"},
-    "gpu_nodes": {"remote": 20, "local": 20, "per": "node"},
-    "sglang_gateway": {"remote": 15, "local": 14, "per": "gateway"},
-    "node_exporters": {"remote": 6, "local": 3, "per": "node"},
-    "monitoring": {"remote": 13, "local": 10, "per": "gateway"},
-}
+# The other plays of site.yml, once each, counted in the same no-op log (remote includes delegated).
 OTHER_PLAYS = {
-    "proxmox_hosts": {"remote": 13, "local": 34, "per": "proxmox host"},
-    "gpu_nodes": {"remote": 5, "local": 19, "per": "node"},
-    "sglang_gateway": {"remote": 4, "local": 15, "per": "gateway"},
-    "node_exporters": {"remote": 2, "local": 3, "per": "node"},
+    "proxmox_hosts": {"remote": 11, "local": 52, "per": "proxmox host"},
+    "gpu_nodes": {"remote": 5, "local": 25, "per": "node"},
+    "sglang_gateway": {"remote": 3, "local": 14, "per": "gateway"},
+    "node_exporters": {"remote": 2, "local": 5, "per": "node"},
     "monitoring": {"remote": 2, "local": 10, "per": "gateway"},
 }
 # The files whose tasks run only when a node restarts (and the gate: tagged bench, skipped by a no-op).
@@ -151,13 +138,11 @@ def upgrade_s(p: Params) -> float:
     return sum(tasks_s(b, r, l_, p) + fixed for b in batches(p) if b > 0)
 
 
-def noop_s(p: Params, other: dict | None = None, sglang: dict | None = None) -> dict[str, float]:
+def noop_s(p: Params) -> dict[str, float]:
     """site.yml --skip-tags bench with nothing to change, per play. With the plan every node is steady: one
     pass of the plan, then one batch of all of them. Without it (``plan=False``) the sglang play walks the
-    upgrade's batches: `serial` did not know that nothing would restart. ``other``: the other plays' task
-    counts (OTHER_PLAYS) and ``sglang`` the sglang play's (SGLANG_NOOP): the calibration passes the counts of
-    the no-op it was measured on."""
-    sg = sglang or SGLANG_NOOP
+    upgrade's batches: `serial` did not know that nothing would restart."""
+    sg = SGLANG_NOOP
     pve = p.proxmox_hosts or max(1, math.ceil(p.nodes / 8))
     hosts = {
         "proxmox_hosts": pve,
@@ -166,7 +151,7 @@ def noop_s(p: Params, other: dict | None = None, sglang: dict | None = None) -> 
         "node_exporters": p.nodes,
         "monitoring": 1,
     }
-    out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in (other or OTHER_PLAYS).items()}
+    out = {name: tasks_s(hosts[name], c["remote"], c["local"], p) for name, c in OTHER_PLAYS.items()}
     # a task that runs once per batch (run_once) costs one remote task per batch
     once = sg.get("per_batch", 0)
     if p.plan and not p.serial:
@@ -183,17 +168,14 @@ def noop_s(p: Params, other: dict | None = None, sglang: dict | None = None) -> 
 
 
 def calibrate() -> dict[str, float]:
-    """c from the lab's no-op (5 hosts: 1 Proxmox host, 3 nodes, 1 gateway; forks 10; max_unavailable 1),
-    then the lab's per-node restart-and-gate time from its upgrade (LAB_UPGRADE_S for 3 nodes, LAB_DRAIN_S
-    as its log prints). The Proxmox host's play goes through SSH with pipelining: counted at c too
-    (an over-estimate of its share, so c comes out on the low side)."""
-    # (measured before the plan: a batch per node)
-    lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1, plan=False)
+    """c from the lab's no-op (5 hosts: 1 Proxmox host, 3 nodes, 1 gateway; forks 10; max_unavailable 1; the
+    plan and one batch of steady nodes), then the lab's per-node restart-and-gate time from its upgrade
+    (LAB_UPGRADE_S for 3 nodes, LAB_DRAIN_S as its log prints). The Proxmox host's play goes through SSH with
+    pipelining: counted at c too."""
+    lab = Params(nodes=3, forks=10, max_unavailable=1, task_s=1.0, proxmox_hosts=1)
     zero = replace(lab, task_s=0.0)
-    measured = CALIBRATION_OTHER_PLAYS
-    sglang = CALIBRATION_SGLANG_NOOP
-    per_c = sum(noop_s(lab, measured, sglang).values()) - sum(noop_s(zero, measured, sglang).values())
-    c = (LAB_NOOP_S - sum(noop_s(zero, measured, sglang).values())) / per_c
+    per_c = sum(noop_s(lab).values()) - sum(noop_s(zero).values())
+    c = (LAB_NOOP_S - sum(noop_s(zero).values())) / per_c
     lab = replace(lab, task_s=c, cold_start_s=0.0, drain_s=LAB_DRAIN_S, gate_s=0.0)
     restart_gate = (LAB_UPGRADE_S - upgrade_s(lab)) / len(batches(lab))
     return {"task_s": c, "lab_restart_and_gate_s": restart_gate, "per_node_tasks_s": upgrade_s(lab) / 3}
@@ -247,6 +229,8 @@ _PLAY = re.compile(r"^PLAY \[(.*)\] \*")
 _TASK = re.compile(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \*")
 _RESULT = re.compile(r"^(ok|changed|skipping|fatal|failed): \[([\w.-]+)(?: -> ([\w.-]+))?")
 _RETRY = re.compile(r"^FAILED - RETRYING: \[([\w.-]+)")
+# an include_tasks / include_role that ran: one line for all its hosts, each a task the controller answers alone
+_INCLUDED = re.compile(r"^included: \S+ for ([\w.-]+(?:, [\w.-]+)*)\s*$")
 CONTROLLER_ACTIONS = frozenset(
     [
         "set_fact",
@@ -372,6 +356,11 @@ def count(text: str, idx: dict[str, set[tuple[str, str]]], noop: bool = False) -
             else:
                 c["remote"] += 1
                 c["delegated"] += 1 if m.group(3) else 0
+        elif m := _INCLUDED.match(line):
+            if noop and srcs and srcs <= set(RESTART_ONLY):
+                continue
+            for host in m.group(1).split(", "):
+                out[(n, play, host)]["local"] += 1
         elif (m := _RETRY.match(line)) and not (noop and srcs and srcs <= set(RESTART_ONLY)):
             out[(n, play, m.group(1))]["retries"] += 1
     return out
