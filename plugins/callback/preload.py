@@ -1,14 +1,15 @@
 # Copyright: (c) 2026, gpufleet.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Callback plugin: loads connection plugins once in the controller's main process, before any task runs."""
+"""Callback plugin: loads connection plugins, and a collection's filter, test and lookup plugins, once in the
+controller's main process, before any task runs."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: preload
 type: aggregate
-short_description: Load the container connections once in the controller, not once per task
+short_description: Load the container connections and the collection's filters once in the controller, not once per task
 version_added: "0.1.0"
 description:
   - Ansible runs each task of each host in a worker process forked from C(ansible-playbook). A connection plugin
@@ -21,6 +22,11 @@ description:
   - A name that is not a connection plugin, or one that fails to load (for example
     P(gpufleet.sglang.pct_pipelined#connection) without paramiko), is a warning naming it; the run goes on and that
     plugin is loaded per task, as without this callback.
+  - It also loads the filter, test and lookup plugins of the collections in O(collections) (this one by default) in
+    the main process. A worker looks a collection's filter up by importing every filter file of the collection from
+    its source, in each task whose templates use one (ansible-core 2.19 and 2.21; about 3 controller CPU s of the
+    lab's no-op, docs/connection.md, "Lever H"). A name that is not a collection, a collection that is not
+    installed, or a plugin file that fails to load is a warning naming it, and what it names is loaded per task.
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = gpufleet.sglang.preload)), as this repository's does.
 requirements:
   - enabled in C(callbacks_enabled)
@@ -40,10 +46,9 @@ options:
         key: connections
   collections:
     description:
-      - The collections whose filter, test and lookup plugins are loaded in the main process.
-      - A worker looks a collection's filter up by importing the collection's filter files one after another until
-        one defines it, from their source, in every task whose templates use it. Loaded in the main process, every
-        worker inherits them.
+      - The collections whose filter, test and lookup plugins are loaded in the main process, by name
+        (C(namespace.name)); every worker inherits them.
+      - Action plugins need nothing here, ansible-core loads them in the main process itself.
     type: list
     elements: str
     default: [gpufleet.sglang]
@@ -99,10 +104,11 @@ COLLECTION_NAME = re.compile(r"\A[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
 JINJA_KINDS = {"filter": ("FilterModule", "filters"), "test": ("TestModule", "tests")}
 
 
-def plugin_names(collection: str, kind: str, package) -> list[str]:
+def plugin_names(collection: str, kind: str, package) -> tuple[list[str], list[str]]:
     """The fully qualified names of the ``kind`` plugins (filter, test, lookup) that the files of ``package`` (the
-    collection's plugin package, imported) define. Imports each file: the main process keeps them for the workers."""
-    names = []
+    collection's plugin package, imported) define, and one message per file that could not be read. Imports each
+    filter and test file: the main process keeps them for the workers."""
+    names, problems = [], []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.ispkg or info.name.startswith("_"):
             continue
@@ -110,9 +116,12 @@ def plugin_names(collection: str, kind: str, package) -> list[str]:
             names.append(f"{collection}.{info.name}")
             continue
         cls_name, method = JINJA_KINDS[kind]
-        module = import_module(f"{package.__name__}.{info.name}")
-        names.extend(f"{collection}.{name}" for name in getattr(getattr(module, cls_name)(), method)())
-    return names
+        try:
+            module = import_module(f"{package.__name__}.{info.name}")
+            names.extend(f"{collection}.{name}" for name in getattr(getattr(module, cls_name)(), method)())
+        except Exception as exc:  # any failure here only costs speed: say it and go on with the other files
+            problems.append(f"{collection}.{info.name} ({kind} file) could not be loaded: {type(exc).__name__}: {exc}")
+    return names, problems
 
 
 def preload_collection_problems(collections: list, loaders) -> list[str]:
@@ -134,13 +143,8 @@ def preload_collection_problems(collections: list, loaders) -> list[str]:
                 package = import_module(f"ansible_collections.{collection}.plugins.{loader.type}")
             except ImportError:
                 continue  # the collection has no plugin of this kind
-            try:
-                names = plugin_names(collection, loader.type, package)
-            except Exception as exc:  # any failure here only costs speed: say it and go on
-                problems.append(
-                    f"{collection}'s {loader.type} plugins could not be listed: {type(exc).__name__}: {exc}"
-                )
-                continue
+            names, unread = plugin_names(collection, loader.type, package)
+            problems.extend(unread)
             for name in names:
                 try:
                     found = loader.get(name, class_only=True)
@@ -153,7 +157,8 @@ def preload_collection_problems(collections: list, loaders) -> list[str]:
 
 
 class CallbackModule(CallbackBase):
-    """Loads the connection plugins of the option ``connections`` in the main process at the playbook's start."""
+    """Loads the connection plugins of the option ``connections``, and the filter, test and lookup plugins of the
+    option ``collections``, in the main process at the playbook's start."""
 
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"

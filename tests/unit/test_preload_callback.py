@@ -145,16 +145,16 @@ PROBE_PLAY = """
 
 
 def probe_collection(root: Path, broken: str = "") -> Path:
-    """The probe collection under ``root``; ``broken`` names a plugin file (as in PROBE_PLUGINS) that raises when
-    it is executed, after counting."""
+    """The probe collection under ``root``; ``broken`` names a plugin file (one of PROBE_PLUGINS, or a file of its
+    own) that raises when it is executed, after counting (as the kind ``broken``)."""
     base = root / "ansible_collections" / "probe" / "counted"
     (base / "meta").mkdir(parents=True)
     (base / "meta" / "runtime.yml").write_text("requires_ansible: '>=2.16'\n")
-    for rel, body in PROBE_PLUGINS.items():
+    for rel, body in ({broken: "", **PROBE_PLUGINS} if broken else PROBE_PLUGINS).items():
         path = base / "plugins" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         fail = "raise RuntimeError('this plugin file is broken on purpose')\n" if rel == broken else ""
-        path.write_text(COUNT.format(kind=rel.split("/")[0]) + fail + body)
+        path.write_text(COUNT.format(kind="broken" if rel == broken else rel.split("/")[0]) + fail + body)
     return root
 
 
@@ -207,6 +207,20 @@ def test_a_plugin_file_that_fails_is_a_warning_naming_it_and_the_others_are_load
     assert "this plugin file is broken on purpose" in result.output
     for kind in ("filter", "test"):
         assert len(executed[kind]) == 1, (kind, executed)
+
+
+def test_a_filter_file_that_fails_is_a_warning_naming_it_and_the_other_filters_are_loaded(tmp_path: Path):
+    # a filter file the play does not use, but that every lookup of a filter of the collection imports
+    result, executed = run_probe(tmp_path, "gpufleet.sglang.preload", broken="filter/broken.py")
+    result.expect(0)
+    assert (
+        "gpufleet.sglang.preload: probe.counted.broken (filter file) could not be loaded: RuntimeError: this plugin"
+        in (result.output)
+    ), result.tail()
+    for kind in ("filter", "test", "lookup"):
+        assert len(executed[kind]) == 1, (kind, executed)
+    # the broken file was tried in the main process and again where the workers look filters up
+    assert len(executed["broken"]) > 1, executed
 
 
 def test_names_that_are_no_installed_collection_are_warnings_and_the_run_goes_on(tmp_path: Path):
