@@ -154,7 +154,7 @@ def probe_collection(root: Path, broken: str = "") -> Path:
         path = base / "plugins" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         fail = "raise RuntimeError('this plugin file is broken on purpose')\n" if rel == broken else ""
-        path.write_text(COUNT.format(kind="broken" if rel == broken else rel.split("/")[0]) + fail + body)
+        path.write_text(COUNT.format(kind="broken" if rel == broken else rel.split("/", maxsplit=1)[0]) + fail + body)
     return root
 
 
