@@ -70,6 +70,7 @@ EXAMPLES = r"""
 
 import pkgutil
 import re
+from functools import partial
 from importlib import import_module
 
 from ansible.plugins.callback import CallbackBase
@@ -77,6 +78,16 @@ from ansible.plugins.loader import connection_loader, filter_loader, lookup_load
 
 # a plugin name as a collection spells it: a short name, or namespace.collection.name
 PLUGIN_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}\Z")
+
+
+def load_problem(name: str, load, kind: str, label: str = "") -> str | None:
+    """Load the ``kind`` plugin ``name`` with ``load``; the message saying why it could not be (``label`` after the
+    name), or None where it loaded."""
+    try:
+        found = load(name)
+    except Exception as exc:  # any failure here only costs speed: say it and go on
+        return f"{name}{label} could not be loaded: {type(exc).__name__}: {exc}"
+    return f"{name}: no {kind} plugin of that name" if found is None else None
 
 
 def preload_problems(names: list, load) -> list[str]:
@@ -87,13 +98,8 @@ def preload_problems(names: list, load) -> list[str]:
         if not isinstance(name, str) or not PLUGIN_NAME.match(name):
             problems.append(f"{name!r} is not a connection plugin name (namespace.collection.name)")
             continue
-        try:
-            found = load(name)
-        except Exception as exc:  # any failure here only costs speed: say it and go on
-            problems.append(f"{name} could not be loaded: {type(exc).__name__}: {exc}")
-            continue
-        if found is None:
-            problems.append(f"{name}: no connection plugin of that name")
+        if problem := load_problem(name, load, "connection"):
+            problems.append(problem)
     return problems
 
 
@@ -145,14 +151,10 @@ def preload_collection_problems(collections: list, loaders) -> list[str]:
                 continue  # the collection has no plugin of this kind
             names, unread = plugin_names(collection, loader.type, package)
             problems.extend(unread)
+            load = partial(loader.get, class_only=True)
             for name in names:
-                try:
-                    found = loader.get(name, class_only=True)
-                except Exception as exc:
-                    problems.append(f"{name} ({loader.type}) could not be loaded: {type(exc).__name__}: {exc}")
-                    continue
-                if found is None:
-                    problems.append(f"{name}: no {loader.type} plugin of that name")
+                if problem := load_problem(name, load, loader.type, f" ({loader.type})"):
+                    problems.append(problem)
     return problems
 
 
