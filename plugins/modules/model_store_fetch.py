@@ -118,6 +118,17 @@ options:
       - No effect in check mode, which never downloads.
     type: bool
     default: true
+  deadline_s:
+    description:
+      - Seconds the whole call may take; C(0) for no limit. At the deadline the module stops itself (the
+        call in progress is interrupted) and fails naming the deadline, so a Hub that answers a byte at a
+        time, each byte in time for any per-read timeout, cannot hold it, and no process of it is left
+        talking to the Hub after a failed task (Ansible's task C(timeout) ends the task but leaves the
+        module's process running).
+      - The model_store role sets it on its look (O(download=false), which writes nothing) to
+        C(model_store_download_timeout_s); the followed download is bounded by its C(async) time limit.
+    type: int
+    default: 0
 attributes:
   check_mode:
     support: full
@@ -197,6 +208,8 @@ pending:
 
 import os
 import shutil
+import signal
+import sys
 import threading
 import time
 import traceback
@@ -565,7 +578,17 @@ ARGUMENT_SPEC = {
     "max_workers": {"type": "int", "default": 8},
     "token": {"type": "str", "no_log": True},
     "download": {"type": "bool", "default": True},
+    "deadline_s": {"type": "int", "default": 0},
 }
+
+
+class Deadline(BaseException):
+    """Raised in the main thread by SIGALRM at ``deadline_s``: a BaseException, so that no ``except Exception``
+    of a library between here and the blocked read (a retry, a fallback) can take it for an ordinary error."""
+
+
+def _deadline_reached(signum: int, frame: Any) -> None:
+    raise Deadline()
 
 
 def no_stats() -> dict[str, Any]:
@@ -697,14 +720,35 @@ def run_module() -> None:
         # kept out of every output of the module in every form (the option itself is no_log)
         module.no_log_values.update(secret_forms(ms.endpoint_secrets(p["endpoint"])))
     errors = ms.check_model(p)
+    if p["deadline_s"] < 0:
+        errors.append(f"deadline_s must be 0 (no limit) or a number of seconds, not {p['deadline_s']}")
     if errors:
         module.fail_json(msg="; ".join(errors))
+    if p["deadline_s"] > 0:
+        signal.signal(signal.SIGALRM, _deadline_reached)
+        signal.alarm(p["deadline_s"])
     try:
         result = fetch(module, p)
+    except Deadline:
+        what = "the look" if not p["download"] else "the fetch"
+        try:
+            module.fail_json(
+                msg=f"model {p['name']}: {what} did not finish within its deadline ({p['deadline_s']} s, deadline_s): "
+                + (
+                    "the Hub answered too slowly or not at all; nothing was written to the store"
+                    if not p["download"]
+                    else "the Hub or the store's disk was too slow; what was fetched is kept for the next run"
+                )
+            )
+        finally:
+            # download threads still blocked on the Hub would hold an ordinary exit until they finish
+            sys.stdout.flush()
+            os._exit(1)
     except (ms.ModelStoreError, cp.PathError) as exc:
         module.fail_json(msg=f"model {p['name']}: {exc}")
     except OSError as exc:
         module.fail_json(msg=f"model {p['name']}: {exc.strerror or exc} ({exc.filename or p['store']})")
+    signal.alarm(0)
     module.exit_json(**result)
 
 

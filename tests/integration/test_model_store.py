@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,6 +259,38 @@ def test_a_look_that_needs_a_download_writes_nothing_and_fetches_nothing(tmp_pat
     assert len(look["commit"]) == 40
     assert list(store.iterdir()) == [], "a look that needs a download wrote into the store"
     assert downloads(h) == []
+
+
+def test_a_trickling_hub_cannot_hold_the_look_past_its_deadline(tmp_path, hub):
+    """A mirror that answers the look's one Hub call (the branch's commit) with its headers and then a byte a
+    second: each read gets a byte before any per-read timeout, and the answer (several hundred bytes) would take
+    minutes. The look keeps the followed download's deadline (model_store_download_timeout_s): the run fails
+    there, naming the look, with nothing written to the store, and the module's process is gone (the mirror
+    sees its client leave), not left talking to the Hub behind the failed run."""
+    h = hub("--size-mb", "1", "--trickle-api", "1")
+    began = time.monotonic()
+    run = run_role(tmp_path, [model(h)], model_store_download_timeout_s=8)
+    took = time.monotonic() - began
+    assert run.rc != 0, run.output
+    # the deadline, not the mirror, ended it: the answer alone needs minutes at a byte a second
+    assert took < 8 + 90, f"{took:.0f} s"
+    looked = run.output.split("TASK [gpufleet.sglang.model_store : Look in the store for tiny]")
+    assert len(looked) == 2, run.output
+    # the module stopped itself at its deadline and says so, naming the model and the deadline
+    said = [m for m in run.failed_msgs if m.startswith("model tiny: the look did not finish within its deadline")]
+    assert said, run.failed_msgs
+    assert "(8 s, deadline_s)" in said[0], said
+    assert "nothing was written" in said[0], said
+    assert h.url not in run.output
+    assert not (tmp_path / "store").exists() or [p.name for p in (tmp_path / "store").iterdir()] == []
+    assert downloads(h) == []
+    # the mirror logs a request when it ends: the API call ended with its client gone (-1) soon after the run
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not [r for r in h.requests() if r["path"].startswith("/api/")]:
+        time.sleep(0.5)
+    api = [r for r in h.requests() if r["path"].startswith("/api/")]
+    assert api, h.requests()
+    assert all(r["status"] == -1 for r in api), api
 
 
 def test_interrupted_download_resumes(tmp_path, hub):

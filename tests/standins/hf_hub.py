@@ -25,7 +25,10 @@ Faults for tests: --corrupt-once FILE serves wrong bytes the first time FILE is 
 --cut-once FILE:BYTES closes the connection after BYTES bytes the first time; --rate-mbps limits speed.
 A hostile mirror: --endless FILE streams FILE's bytes and then more, chunked, without end (up to
 --endless-max-mb, so that a client without a cap still finishes); --tree-extra PATH adds a file named
-PATH to every tree listing; --commit-sha VALUE answers VALUE as the commit of every branch and tag.
+PATH to every tree listing; --commit-sha VALUE answers VALUE as the commit of every branch and tag;
+--trickle-api SECONDS answers every API call (repo info, file list) with its headers at once and then its
+body one byte every SECONDS: a client whose timeout is per read waits, byte after byte, for as long as the
+mirror wants (only a deadline over the whole call stops it).
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class Hub:
         self.endless_max = int(args.endless_max_mb * 1024 * 1024)
         self.tree_extra = list(args.tree_extra)
         self.commit_sha = args.commit_sha
+        self.trickle_api = args.trickle_api
         for repo_id, gated in ((args.repo, False), (args.gated_repo, True)):
             revisions = {}
             for version, refs in ((1, ("main", "v1.0")), (2, ("v2",))):
@@ -241,11 +245,25 @@ class Handler(BaseHTTPRequestHandler):
                             "size": entry["lfs"]["size"],
                             "pointerSize": 134,
                         }
-            self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
+            self._send_api(json.dumps(info).encode(), head)
             return
         entries = [tree_entry(path, data) for path, data in sorted(files.items()) if path.startswith(sub)]
         entries += [tree_entry(path, b"planted\n") for path in self.hub.tree_extra]
-        self._send(200, json.dumps(entries).encode(), {"Content-Type": "application/json"}, head)
+        self._send_api(json.dumps(entries).encode(), head)
+
+    def _send_api(self, body: bytes, head: bool) -> None:
+        """An API answer: at once, or (--trickle-api) its headers at once and then its body byte by byte."""
+        if not self.hub.trickle_api or head:
+            self._send(200, body, {"Content-Type": "application/json"}, head)
+            return
+        self._send_head(200, {"Content-Type": "application/json"}, len(body))
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                time.sleep(self.hub.trickle_api)
+        except (BrokenPipeError, ConnectionResetError):
+            self._status = -1
 
     def _resolve(self, repo_id: str, rev: str, path: str, head: bool) -> None:
         resolved = self._repo_or_error(repo_id, rev, head)
@@ -353,6 +371,9 @@ def main() -> None:
     parser.add_argument("--endless-max-mb", type=float, default=256.0)
     parser.add_argument("--tree-extra", action="append", default=[], metavar="PATH")
     parser.add_argument("--commit-sha", help="the commit every branch and tag resolves to (hostile)")
+    parser.add_argument(
+        "--trickle-api", type=float, default=0.0, metavar="SECONDS", help="API answers' bodies one byte per SECONDS"
+    )
     args = parser.parse_args()
     Handler.hub = Hub(args)
     server = ThreadingHTTPServer((args.host, args.port), Handler)
