@@ -198,8 +198,9 @@ molecule: venv images
 # The critical path (TEST_CRITICAL, the fleet scenario: mostly waits on its servers, and the longest
 # stage) runs at normal priority, every other stage at niceness TEST_NICE: when both want the CPU,
 # the critical path gets it and the others fill the rest, instead of stretching the longest stage.
-# Each stage prints its wall and CPU time (tests/harness/stage.sh); the end prints the whole run's
-# wall time and how busy the machine was (from /proc/stat), also when a stage failed.
+# Each stage prints its wall and CPU time and when it started and ended on the pool's clock
+# (tests/harness/stage.sh); the end prints the whole run's wall time and how busy the machine was
+# (from /proc/stat), also when a stage failed.
 # Every stage runs even when another fails; make fails if any did (xargs exits 123).
 TEST_STAGES ?= fleet integration-other integration-newest integration-sglang-role sglang_server newest nvidia_driver unit lint sglang_gateway sanity proxmox_lxc_gpu nvidia_driver_runfile cuda_toolkit
 TEST_JOBS ?= 3
@@ -208,6 +209,7 @@ TEST_NICE ?= 5
 test: venv venv-newest harness images wheels parser-venv
 	@rm -f "$(GPUFLEET_TEST_LOGS)/.failed"; \
 	cpu0=$$(awk '/^cpu / {print $$2+$$3+$$4+$$7+$$8, $$5+$$6}' /proc/stat); t0=$$SECONDS; rc=0; \
+	export STAGE_T0=$$(date +%s); \
 	printf '%s\n' $(TEST_STAGES) | xargs -P $(TEST_JOBS) -I{} bash -c \
 	  'case $$0 in \
 	     unit) set -- $(BIN)/pytest -q --durations=40 tests/unit ;; \

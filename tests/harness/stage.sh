@@ -9,6 +9,8 @@
 #                              that say why, short enough to be in the last lines of make's output)
 # STAGE_NICE (default 0): the stage runs at this niceness (make test runs every stage but the
 # critical path's at TEST_NICE, so that the longest stage keeps its pace on a small machine).
+# STAGE_T0 (optional, seconds since the epoch: when make test's pool began): the start and end lines
+# say when, as "+N s" from it, so that a run's log shows which stages overlapped and what ran last.
 set -uo pipefail
 name=${1:?usage: stage.sh NAME COMMAND [ARG...] | --report}
 shift
@@ -30,9 +32,15 @@ if ! [[ $nice_level =~ ^[0-9]+$ ]] || ((nice_level > 19)); then
   echo "stage.sh: STAGE_NICE must be 0..19, not '$nice_level'" >&2
   exit 2
 fi
+t0=${STAGE_T0:-}
+if [[ -n $t0 ]] && ! [[ $t0 =~ ^[0-9]+$ ]]; then
+  echo "stage.sh: STAGE_T0 must be seconds since the epoch, not '$t0'" >&2
+  exit 2
+fi
+at() { [[ -n $t0 ]] && printf ' at +%d s' "$(($(date +%s) - t0))"; }
 mkdir -p "$logs"
 log="$logs/$name.log"
-echo "=== $name started (log: $log$( ((nice_level > 0)) && echo ", nice $nice_level"))"
+echo "=== $name started$(at) (log: $log$( ((nice_level > 0)) && echo ", nice $nice_level"))"
 start=$SECONDS
 nice -n "$nice_level" "$@" >"$log" 2>&1 </dev/null
 rc=$?
@@ -47,7 +55,7 @@ rm -f "$log.times"
   flock 9
   echo "=== $name: begin of log"
   cat "$log"
-  echo "=== $name $result in $((SECONDS - start)) s (CPU ${cpu} s)"
+  echo "=== $name $result in $((SECONDS - start)) s (CPU ${cpu} s)$(at)"
   if ((rc != 0)); then echo "$name" >>"$failed_list"; fi
 } 9>"$logs/.print.lock"
 exit "$rc"

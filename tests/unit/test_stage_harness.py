@@ -6,14 +6,18 @@ report of failed stages that ends make's output (a CI page shows only the last l
 
 from __future__ import annotations
 
+import re
 import subprocess
+import time
 from pathlib import Path
 
 STAGE = Path(__file__).resolve().parents[1] / "harness" / "stage.sh"
 
 
-def stage(logs: Path, *argv: str, nice: str = "0") -> subprocess.CompletedProcess[str]:
+def stage(logs: Path, *argv: str, nice: str = "0", t0: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "GPUFLEET_TEST_LOGS": str(logs), "STAGE_NICE": nice}
+    if t0 is not None:
+        env["STAGE_T0"] = t0
     return subprocess.run(["bash", str(STAGE), *argv], capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
@@ -46,3 +50,22 @@ def test_a_bad_niceness_is_named(tmp_path: Path) -> None:
     out = stage(tmp_path, "x", "true", nice="20")
     assert out.returncode == 2
     assert "STAGE_NICE must be 0..19, not '20'" in out.stderr
+
+
+def test_the_pool_start_puts_each_stage_on_the_runs_clock(tmp_path: Path) -> None:
+    t0 = int(time.time()) - 100
+    out = stage(tmp_path, "timed", "sleep", "1", t0=str(t0))
+    assert out.returncode == 0, out.stderr
+    started = re.search(r"^=== timed started at \+(\d+) s \(log: ", out.stdout, re.MULTILINE)
+    ended = re.search(r"^=== timed passed in \d+ s \(CPU \d+ s\) at \+(\d+) s$", out.stdout, re.MULTILINE)
+    assert started, out.stdout
+    assert ended, out.stdout
+    assert 100 <= int(started[1]) <= int(ended[1]) - 1 <= 160
+    # without it, no clock
+    assert " at +" not in stage(tmp_path, "plain", "true").stdout
+
+
+def test_a_bad_pool_start_is_named(tmp_path: Path) -> None:
+    out = stage(tmp_path, "x", "true", t0="yesterday")
+    assert out.returncode == 2
+    assert "STAGE_T0 must be seconds since the epoch, not 'yesterday'" in out.stderr
