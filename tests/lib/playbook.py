@@ -207,3 +207,33 @@ def rollout_batch_vars(max_unavailable: object) -> dict:
         "sglang_rollout_serial": own["sglang_rollout_serial"],
         "__rollout_steady_count": own["__rollout_steady_count"],
     }
+
+
+def recorded_case(name: str, steps: list[dict], out: str) -> dict:
+    """One task running ``steps`` as case ``name`` and writing its outcome to ``out`` as JSON:
+    ``{"failed": false}``, or ``failed``, the failed task's name, its ``msg`` and ``msgs`` (that ``msg`` and,
+    for a looped task, each item's). Many cases then run in one ``ansible-playbook`` (about a second of CPU
+    before its first task), each read back by name."""
+    return {
+        "name": f"Case {name}",
+        "block": [
+            *steps,
+            {
+                "name": "Record the pass",
+                "ansible.builtin.copy": {"content": '{"failed": false}', "dest": out, "mode": "0644"},
+            },
+        ],
+        "rescue": [
+            {
+                "name": "Record the failure",
+                "ansible.builtin.copy": {
+                    "content": "{{ {'failed': true, 'task': ansible_failed_task.name, "
+                    "'msg': ansible_failed_result.msg | default(''), "
+                    "'msgs': [ansible_failed_result.msg | default('')] + (ansible_failed_result.results"
+                    " | default([]) | map(attribute='msg', default='') | list)} | to_json }}",
+                    "dest": out,
+                    "mode": "0644",
+                },
+            }
+        ],
+    }

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import yaml
-from lib.playbook import run_playbook
+from lib.playbook import recorded_case, run_playbook
 
 TARGETS = [
     {"node": "node1", "url": "http://10.0.0.1:30000"},
@@ -133,33 +133,19 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
                 "gather_facts": False,
                 "vars": {**good, **given},
                 "tasks": [
-                    {
-                        "name": f"Case {name}",
-                        "block": [
+                    recorded_case(
+                        name,
+                        [
                             {
                                 "name": "Preflight",
                                 "ansible.builtin.include_role": {
                                     "name": f"gpufleet.sglang.{role}",
                                     "tasks_from": "preflight",
                                 },
-                            },
-                            {
-                                "name": "Record the pass",
-                                "ansible.builtin.copy": {"content": '{"failed": false}', "dest": out, "mode": "0644"},
-                            },
-                        ],
-                        "rescue": [
-                            {
-                                "name": "Record the failure",
-                                "ansible.builtin.copy": {
-                                    "content": "{{ {'failed': true, 'task': ansible_failed_task.name, "
-                                    "'msg': ansible_failed_result.msg} | to_json }}",
-                                    "dest": out,
-                                    "mode": "0644",
-                                },
                             }
                         ],
-                    }
+                        out,
+                    )
                 ],
             }
         )

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import yaml
-from lib.playbook import REPO, run_playbook
+from lib.playbook import REPO, recorded_case, run_playbook
 
 HOST_MODULE = "580.159.04"
 # container inventory host -> its declared userspace (None: declares none, so it is not checked)
@@ -89,9 +89,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
                 "gather_facts": False,
                 "vars": {"proxmox_lxc_gpu_containers": containers or []},
                 "tasks": [
-                    {
-                        "name": f"Case {name}",
-                        "block": [
+                    recorded_case(
+                        name,
+                        [
                             *pre,
                             {
                                 "name": "Check",
@@ -101,24 +101,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
                                 },
                                 "vars": check_vars,
                             },
-                            {
-                                "name": "Record the pass",
-                                "ansible.builtin.copy": {"content": '{"failed": false}', "dest": out, "mode": "0644"},
-                            },
                         ],
-                        "rescue": [
-                            {
-                                "name": "Record the failure",
-                                "ansible.builtin.copy": {
-                                    "content": "{{ {'failed': true, 'task': ansible_failed_task.name, "
-                                    "'msgs': [ansible_failed_result.msg | default('')] + (ansible_failed_result.results"
-                                    " | default([]) | map(attribute='msg', default='') | list)} | to_json }}",
-                                    "dest": out,
-                                    "mode": "0644",
-                                },
-                            }
-                        ],
-                    }
+                        out,
+                    )
                 ],
             }
         )
