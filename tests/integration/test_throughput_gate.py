@@ -144,9 +144,10 @@ def test_each_fault_fails_clearly(tmp_path, standin, fault):
     assert "Traceback" not in r.output
 
 
-@pytest.mark.parametrize(("design", "valid"), [("fixed", 5), ("sequential", 3)])
-def test_one_bad_trial_is_retried_not_counted(tmp_path, standin, design, valid):
-    # the 3rd trial's first request gets a mid-stream error; the trial is retried
+@pytest.mark.parametrize("design", ["fixed", "sequential"])
+def test_one_bad_trial_is_retried_not_counted(tmp_path, standin, design):
+    # the 3rd trial's first request gets a mid-stream error; the trial is retried (128-token streams, as the
+    # rate checks above: a loaded machine's client overhead stays inside the trials' spread)
     after = SHAPE["warmup_requests"] + 2 * SHAPE["requests_per_trial"]
     server = standin(
         STANDIN_TOKENS_PER_S=str(RATE),
@@ -154,13 +155,25 @@ def test_one_bad_trial_is_retried_not_counted(tmp_path, standin, design, valid):
         STANDIN_FAULT_AFTER=str(after),
         STANDIN_FAULT_COUNT="1",
     )
-    r = gate(tmp_path, server.url, baseline=[RATE] * 5, design=design)
+    r = gate(tmp_path, server.url, baseline=[RATE] * 5, design=design, **TIMED)
     assert r.rc == 0, r.output
     assert r.res["verdict"] == "pass"
     assert r.res["invalid_trials"] == 1
-    assert len(r.res["valid_trial_values"]) == valid
-    assert r.res["decided_after_trials"] == valid
     assert [t["valid"] for t in r.res["trials"]].count(False) == 1
+    trials = r.res["decided_after_trials"]
+    assert len(r.res["valid_trial_values"]) == trials
+    if design == "fixed":
+        assert trials == SHAPE["trials"]
+    # sequential: its minimum of valid trials on so clear a case; on a test host so loaded that a trial drifts
+    # (seen in make test: 1,632 tokens/s among three near 2,000) it measures on, up to its cap (the plan's)
+    else:
+        plan = r.res["plan"]["design"]
+        assert (plan["min_trials"], plan["max_trials"]) == (3, 10), plan
+        if r.res["stop"] == "pass_boundary":
+            assert plan["min_trials"] <= trials < plan["max_trials"], r.res
+        else:
+            assert r.res["stop"] == "cap", r.res
+            assert trials == plan["max_trials"], r.res
 
 
 def test_unreachable_server_fails_after_ready_timeout(tmp_path, standin):
