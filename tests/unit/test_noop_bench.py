@@ -107,13 +107,44 @@ def test_a_profiled_run_keeps_the_callbacks_ansible_cfg_enables(tmp_path: Path):
 def test_the_runs_go_round_by_round_so_a_drift_falls_on_both_sides(monkeypatch, capsys):
     logs: list[str] = []
 
-    def fake_run(argv: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int]:
+    def fake_run(argv: list[str], profile: bool = False, log: str = "") -> tuple[float, str, int, float]:
         logs.append(log)
-        return 1.0, OUTPUT.replace("changed=2", "changed=0"), 0
+        # the controller's CPU: 3.0 s for every run but site.yml's second, 5.0 s
+        cpu = 3.0 if log.endswith("-1") else (5.0 if log.startswith("site") else 3.0)
+        return 1.0, OUTPUT.replace("changed=2", "changed=0"), 0, cpu
 
     monkeypatch.setattr(noop_bench, "run", fake_run)
     args = argparse.Namespace(inventory="inventories/local", repeat=2, podman_host="lab-pve1")
     assert noop_bench.bench_all(args, [], "pct") == []
     names = ["site.yml", "bare all", "bare ssh", "bare pct", "proxmox_hosts.yml (podman)", "bare podman"]
     assert logs == [f"{name}-{n}" for n in (1, 2) for name in names]
-    assert "all hosts: site.yml --skip-tags bench" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "all hosts: site.yml --skip-tags bench" in out
+    # the median of each run's controller CPU, by run: site.yml's of 3.0 and 5.0 is 4.0
+    assert "controller CPU s (user + system), median: site.yml 4.0, bare all 3.0," in out
+
+
+def test_a_run_reports_the_controllers_cpu_of_the_process_and_its_children(monkeypatch, tmp_path):
+    """run() counts ansible-playbook's CPU with that of the processes it waited for (its workers): a stand-in
+    ansible-playbook that burns about 0.3 s itself and 0.3 s in a child reports at least 0.5 s."""
+    fake = tmp_path / "ansible-playbook"
+    fake.write_text(
+        "#!" + sys.executable + "\n"
+        "import os, time\n"
+        "def burn(s):\n"
+        "    end = time.process_time() + s\n"
+        "    while time.process_time() < end: pass\n"
+        "burn(0.3)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    burn(0.3); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('PLAY RECAP')\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(noop_bench, "ANSIBLE_PLAYBOOK", str(fake))
+    took, text, rc, cpu = noop_bench.run(["site.yml"])
+    assert rc == 0, text
+    assert "PLAY RECAP" in text
+    assert cpu >= 0.5, cpu
+    assert took >= cpu / 2, (took, cpu)
